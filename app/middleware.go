@@ -1,0 +1,116 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/gofiber/fiber/v2/middleware/adaptor"
+
+	"github.com/emsanalytics/emsquery/platform/requestctx"
+)
+
+// stripRootPath lets every route answer both at /prefix/... (a proxy that keeps the prefix)
+// and at /... (a proxy that strips it).
+func stripRootPath(prefix string) fiber.Handler {
+	return func(c *fiber.Ctx) error {
+		p := c.Path()
+		if p == prefix || strings.HasPrefix(p, prefix+"/") {
+			rest := strings.TrimPrefix(p, prefix)
+			if rest == "" {
+				rest = "/"
+			}
+			c.Path(rest)
+		}
+		return c.Next()
+	}
+}
+
+// maxRequestIDLength bounds an id taken from the caller; longer or odd ones are replaced so that
+// log lines stay readable and cannot be forged into several lines.
+const maxRequestIDLength = 128
+
+// saneRequestID drops an incoming X-Request-ID that is too long or has characters outside a
+// conservative set, so that the request id middleware generates a new one.
+func saneRequestID(c *fiber.Ctx) error {
+	id := c.Get(fiber.HeaderXRequestID)
+	if id == "" {
+		return c.Next()
+	}
+	ok := len(id) <= maxRequestIDLength
+	for i := 0; ok && i < len(id); i++ {
+		b := id[i]
+		ok = b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b >= '0' && b <= '9' || strings.IndexByte("-_.:", b) >= 0
+	}
+	if !ok {
+		c.Request().Header.Del(fiber.HeaderXRequestID)
+	}
+	return c.Next()
+}
+
+// requestContext puts the request id into the request's context.Context, which resolvers and
+// repositories receive and loggers read.
+func requestContext(c *fiber.Ctx) error {
+	id, _ := c.Locals("requestid").(string)
+	c.SetUserContext(requestctx.WithRequestID(c.UserContext(), id))
+	return c.Next()
+}
+
+// accessLog writes one line per request: method, path, status, duration, request id. Headers,
+// and so keys, are never logged.
+func accessLog(log *slog.Logger) fiber.Handler {
+	return func(c *fiber.Ctx) error {
+		start := time.Now()
+		path := c.OriginalURL()
+		if i := strings.IndexByte(path, '?'); i >= 0 {
+			// Query strings may hold filter values; the path is enough to find the request.
+			path = path[:i]
+		}
+		err := c.Next()
+		if err != nil {
+			// Let the error handler write the response now, so the line has the final status.
+			if herr := c.App().ErrorHandler(c, err); herr != nil {
+				_ = c.SendStatus(fiber.StatusInternalServerError)
+			}
+			err = nil
+		}
+		status := c.Response().StatusCode()
+		level := slog.LevelInfo
+		if status >= 500 {
+			level = slog.LevelError
+		}
+		log.Log(c.UserContext(), level, "request",
+			"method", c.Method(), "path", path, "status", status,
+			"duration_ms", float64(time.Since(start).Microseconds())/1000)
+		return err
+	}
+}
+
+type userContextKey struct{}
+
+// netHTTP mounts a net/http handler through Fiber's adaptor. The adaptor's r.Context() is the
+// fasthttp request itself, without the values our middleware put in Fiber's user context, so
+// that context is carried over explicitly.
+func netHTTP(h http.Handler) fiber.Handler {
+	bridged := adaptor.HTTPHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if ctx, ok := r.Context().Value(userContextKey{}).(context.Context); ok {
+			r = r.WithContext(ctx)
+		}
+		h.ServeHTTP(w, r)
+	}))
+	return func(c *fiber.Ctx) error {
+		c.Locals(userContextKey{}, c.UserContext())
+		return bridged(c)
+	}
+}
+
+// recovered logs a panic with the request id; Fiber's recover middleware turns it into a 500.
+func recovered(log *slog.Logger) func(c *fiber.Ctx, e any) {
+	return func(c *fiber.Ctx, e any) {
+		log.ErrorContext(c.UserContext(), "panic", "error", fmt.Sprint(e), "path", c.Path())
+	}
+}

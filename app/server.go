@@ -1,0 +1,106 @@
+// Package app mounts the service's endpoints and routes on a Fiber server and runs it.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/emsanalytics/emsquery/platform/apierr"
+	"github.com/emsanalytics/emsquery/platform/auth"
+	"github.com/emsanalytics/emsquery/platform/config"
+	"github.com/emsanalytics/emsquery/platform/database"
+)
+
+// Server is the HTTP server of the service.
+type Server struct {
+	fiber *fiber.App
+	cfg   *config.Config
+	log   *slog.Logger
+}
+
+// NewServer builds the Fiber app with every route of the service.
+func NewServer(cfg *config.Config, log *slog.Logger, db *database.DB, checker *auth.Checker, graphs GraphQLEndpoints) *Server {
+	f := fiber.New(fiber.Config{
+		AppName:               "emsquery",
+		DisableStartupMessage: true,
+		BodyLimit:             int(cfg.App.MaxBodyBytes),
+		ErrorHandler:          restError(log),
+		// Proxies in front may keep connections open; idle ones are closed after this.
+		IdleTimeout: 2 * 60e9,
+	})
+	s := &Server{fiber: f, cfg: cfg, log: log}
+	s.routes(db, checker, graphs)
+	if cfg.WeakKey() {
+		log.Warn("AUTHENTICATION__API_KEY is shorter than 32 characters; choose a long random value",
+			"min_length", config.MinKeyLength)
+	}
+	return s
+}
+
+// Run serves until ctx is cancelled, then stops accepting, lets requests in flight finish (up
+// to APP__SHUTDOWN_TIMEOUT) and returns.
+func (s *Server) Run(ctx context.Context) error {
+	addr := net.JoinHostPort(s.cfg.App.Host, strconv.Itoa(int(s.cfg.App.Port)))
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s (APP__HOST, APP__PORT): %w", addr, err)
+	}
+	s.log.Info("listening", "address", "http://"+ln.Addr().String()+string(s.cfg.App.RootPath))
+	served := make(chan error, 1)
+	go func() { served <- s.fiber.Listener(ln) }()
+	select {
+	case err := <-served:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	s.log.Info("shutting down: finishing requests in flight", "timeout", s.cfg.App.ShutdownTimeout.Duration().String())
+	if err := s.fiber.ShutdownWithTimeout(s.cfg.App.ShutdownTimeout.Duration()); err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	<-served
+	s.log.Info("stopped")
+	return nil
+}
+
+// restError answers every error that reaches Fiber with the contract's REST error body.
+func restError(log *slog.Logger) fiber.ErrorHandler {
+	return func(c *fiber.Ctx, err error) error {
+		var fe *fiber.Error
+		var code apierr.Code
+		var msg string
+		switch {
+		case errors.As(err, &fe):
+			code, msg = fiberCode(fe)
+		default:
+			code, msg = apierr.Classify(err)
+			if code == apierr.Internal {
+				log.ErrorContext(c.UserContext(), "request failed", "error", err.Error(), "path", c.Path())
+			}
+		}
+		return c.Status(apierr.Status(code)).JSON(apierr.NewBody(code, msg))
+	}
+}
+
+func fiberCode(fe *fiber.Error) (apierr.Code, string) {
+	switch fe.Code {
+	case fiber.StatusRequestEntityTooLarge:
+		return apierr.PayloadTooLarge, "request body larger than the service accepts (APP__MAX_BODY_BYTES)"
+	case fiber.StatusNotFound:
+		return apierr.NotFound, "no such route"
+	case fiber.StatusMethodNotAllowed:
+		return apierr.BadUserInput, "method not allowed on this route"
+	case fiber.StatusBadRequest:
+		return apierr.BadUserInput, fe.Message
+	default:
+		if fe.Code >= 500 {
+			return apierr.Internal, apierr.InternalMessage
+		}
+		return apierr.BadUserInput, fe.Message
+	}
+}

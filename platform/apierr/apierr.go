@@ -1,0 +1,106 @@
+// Package apierr holds the error codes clients see and maps any error to one of them. It is the
+// one place where internal errors become client codes, so a driver message or SQL text never
+// leaks to a caller by accident.
+package apierr
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+)
+
+// Code is a machine-readable error code, sent as extensions.code (GraphQL) or error.code (REST).
+type Code string
+
+const (
+	BadUserInput       Code = "BAD_USER_INPUT"
+	Unauthenticated    Code = "UNAUTHENTICATED"
+	ServiceUnavailable Code = "SERVICE_UNAVAILABLE"
+	Internal           Code = "INTERNAL"
+	NotFound           Code = "NOT_FOUND"
+	PayloadTooLarge    Code = "PAYLOAD_TOO_LARGE"
+	Timeout            Code = "TIMEOUT"
+)
+
+// Error is an error with a client code and a message safe to show the client.
+type Error struct {
+	Code    Code
+	Message string
+	Err     error // the cause, for the log only
+}
+
+func (e *Error) Error() string {
+	if e.Err != nil {
+		return e.Message + ": " + e.Err.Error()
+	}
+	return e.Message
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// BadInput reports a request the client must change; the message names what is wrong.
+func BadInput(format string, args ...any) *Error {
+	return &Error{Code: BadUserInput, Message: fmt.Sprintf(format, args...)}
+}
+
+// Unavailable reports that the database cannot serve now; the client may retry.
+func Unavailable(cause error) *Error {
+	return &Error{Code: ServiceUnavailable, Message: "the database is unavailable; try again later", Err: cause}
+}
+
+// TimedOut reports that a query ran longer than the service allows.
+func TimedOut(cause error) *Error {
+	return &Error{Code: Timeout, Message: "the query took longer than the service allows; narrow it (dates, filters) or try again later", Err: cause}
+}
+
+// InternalMessage is all a client learns of an unexpected error; the detail goes to the log.
+const InternalMessage = "internal error; the service log has the details under this request id"
+
+// Classify returns the code and client message for err. Unexpected errors become Internal with
+// a generic message.
+func Classify(err error) (Code, string) {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code, e.Message
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return Timeout, "the request took longer than the service allows"
+	}
+	return Internal, InternalMessage
+}
+
+// Status is the HTTP status for a code on the REST endpoints.
+func Status(code Code) int {
+	switch code {
+	case BadUserInput:
+		return http.StatusBadRequest
+	case Unauthenticated:
+		return http.StatusUnauthorized
+	case ServiceUnavailable:
+		return http.StatusServiceUnavailable
+	case NotFound:
+		return http.StatusNotFound
+	case PayloadTooLarge:
+		return http.StatusRequestEntityTooLarge
+	case Timeout:
+		return http.StatusGatewayTimeout
+	default:
+		return http.StatusInternalServerError
+	}
+}
+
+// Body is the REST error body: {"error":{"code":"...","message":"..."}}.
+type Body struct {
+	Error BodyError `json:"error"`
+}
+
+type BodyError struct {
+	Code    Code   `json:"code"`
+	Message string `json:"message"`
+}
+
+// NewBody returns the REST error body for code and message.
+func NewBody(code Code, message string) Body {
+	return Body{Error: BodyError{Code: code, Message: message}}
+}

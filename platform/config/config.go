@@ -1,0 +1,203 @@
+// Package config reads the service's settings from the environment and an optional env file.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"strings"
+
+	"github.com/ilyakaznacheev/cleanenv"
+	"github.com/joho/godotenv"
+)
+
+// Config holds every setting of the specification (sections 1 and 5) and the contract.
+type Config struct {
+	App            App
+	Database       Database
+	Security       Security
+	Authentication Authentication
+	Log            Log
+	Metrics        Metrics
+}
+
+type App struct {
+	Host                string   `env:"APP__HOST" env-default:"127.0.0.1"`
+	Port                Port     `env:"APP__PORT" env-default:"9090"`
+	RootPath            RootPath `env:"APP__ROOT_PATH" env-default:"/"`
+	HealthChecksEnabled Switch   `env:"APP__HEALTH_CHECKS_ENABLED" env-default:"true"`
+	MaxBodyBytes        Bytes    `env:"APP__MAX_BODY_BYTES" env-default:"1048576"`
+	ShutdownTimeout     Seconds  `env:"APP__SHUTDOWN_TIMEOUT" env-default:"30"`
+}
+
+type Database struct {
+	Host     string `env:"DATABASE__HOST" env-default:"localhost"`
+	Port     Port   `env:"DATABASE__PORT" env-default:"5432"`
+	Name     string `env:"DATABASE__NAME" env-default:"postgres"`
+	Username string `env:"DATABASE__USERNAME" env-default:"postgres"`
+	Password Secret `env:"DATABASE__PASSWORD"`
+	// Schema becomes the connection's search_path.
+	Schema                 string  `env:"DATABASE__SCHEMA" env-default:"public"`
+	Encrypt                Switch  `env:"DATABASE__ENCRYPT" env-default:"yes"`
+	TrustServerCertificate Switch  `env:"DATABASE__TRUST_SERVER_CERTIFICATE" env-default:"yes"`
+	SSLRootCert            string  `env:"DATABASE__SSL_ROOT_CERT"`
+	PoolSize               Count   `env:"DATABASE__POOL_SIZE" env-default:"10"`
+	MaxOverflow            Count   `env:"DATABASE__MAX_OVERFLOW" env-default:"20"`
+	PoolTimeout            Seconds `env:"DATABASE__POOL_TIMEOUT" env-default:"30"`
+	PoolRecycle            Seconds `env:"DATABASE__POOL_RECYCLE" env-default:"1800"`
+}
+
+type Security struct {
+	CORS CORS
+}
+
+type CORS struct {
+	Enabled      Switch  `env:"SECURITY__CORS__ENABLED" env-default:"true"`
+	AllowOrigins Origins `env:"SECURITY__CORS__ALLOW_ORIGINS" env-default:"[\"http://localhost:3000\"]"`
+}
+
+type Authentication struct {
+	APIKeyHeader HeaderName `env:"AUTHENTICATION__API_KEY_HEADER" env-default:"x-api-key"`
+	APIKey       Secret     `env:"AUTHENTICATION__API_KEY"`
+}
+
+type Log struct {
+	Level   LogLevel `env:"LOG__LEVEL" env-default:"INFO"`
+	Path    string   `env:"LOG__PATH" env-default:"/app/logs"`
+	Console LogConsole
+	File    LogFile
+}
+
+type LogConsole struct {
+	Enabled Switch    `env:"LOG__CONSOLE__ENABLED" env-default:"true"`
+	Format  LogFormat `env:"LOG__CONSOLE__FORMAT" env-default:"plain"`
+}
+
+type LogFile struct {
+	Enabled  Switch `env:"LOG__FILE__ENABLED" env-default:"true"`
+	Filename string `env:"LOG__FILE__FILENAME" env-default:"service.log"`
+	MaxSize  Bytes  `env:"LOG__FILE__MAX_SIZE" env-default:"10485760"`
+	MaxFiles Count  `env:"LOG__FILE__MAX_FILES" env-default:"15"`
+}
+
+// Metrics holds what the service itself reads; the OTLP exporter reads the SDK's standard
+// OTEL_EXPORTER_OTLP_* variables on its own.
+type Metrics struct {
+	Exporters      string `env:"OTEL_METRICS_EXPORTER" env-default:"otlp"`
+	PrometheusHost string `env:"OTEL_EXPORTER_PROMETHEUS_HOST" env-default:"localhost"`
+	PrometheusPort Port   `env:"OTEL_EXPORTER_PROMETHEUS_PORT" env-default:"9464"`
+}
+
+// MinKeyLength is the key length below which the service warns at start-up.
+const MinKeyLength = 32
+
+// EnvFile is the path of an env file to read; empty means ".env" in the working folder when
+// present.
+type EnvFile string
+
+// Load reads the settings. Variables already in the environment win over the env file.
+// Every error names the variable and its bad value in one line.
+func Load(file EnvFile) (*Config, error) {
+	if err := applyEnvFile(string(file)); err != nil {
+		return nil, err
+	}
+	var cfg Config
+	if err := cleanenv.ReadEnv(&cfg); err != nil {
+		return nil, explain(err)
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return &cfg, nil
+}
+
+func applyEnvFile(path string) error {
+	if path == "" {
+		if _, err := os.Stat(".env"); err != nil {
+			return nil
+		}
+		path = ".env"
+	}
+	vars, err := godotenv.Read(path)
+	if err != nil {
+		return fmt.Errorf("env file %s: %w", path, err)
+	}
+	for k, v := range vars {
+		if _, set := os.LookupEnv(k); !set {
+			if err := os.Setenv(k, v); err != nil {
+				return fmt.Errorf("env file %s: %w", path, err)
+			}
+		}
+	}
+	return nil
+}
+
+var cleanenvError = regexp.MustCompile(`^parsing field \S+ env (\S+): (.*)$`)
+
+// explain turns cleanenv's "parsing field X env Y: msg" into "Y: msg".
+func explain(err error) error {
+	if m := cleanenvError.FindStringSubmatch(err.Error()); m != nil {
+		return fmt.Errorf("%s: %s", m[1], m[2])
+	}
+	return err
+}
+
+func (c *Config) validate() error {
+	var errs []string
+	if c.Authentication.APIKey == "" {
+		errs = append(errs, "AUTHENTICATION__API_KEY: not set; the service refuses to start without an API key (choose a long random value)")
+	}
+	if strings.TrimSpace(c.Database.Host) == "" {
+		errs = append(errs, "DATABASE__HOST: empty")
+	}
+	if strings.TrimSpace(c.Database.Name) == "" {
+		errs = append(errs, "DATABASE__NAME: empty")
+	}
+	if strings.TrimSpace(c.Database.Username) == "" {
+		errs = append(errs, "DATABASE__USERNAME: empty")
+	}
+	if c.Database.PoolSize+c.Database.MaxOverflow < 1 {
+		errs = append(errs, fmt.Sprintf("DATABASE__POOL_SIZE: %d with DATABASE__MAX_OVERFLOW %d allows no connection", c.Database.PoolSize, c.Database.MaxOverflow))
+	}
+	if c.Log.File.Enabled {
+		if c.Log.File.Filename == "" || strings.ContainsAny(c.Log.File.Filename, `/\`) {
+			errs = append(errs, fmt.Sprintf("LOG__FILE__FILENAME: %q is not a plain file name", c.Log.File.Filename))
+		}
+		if c.Log.File.MaxFiles < 2 {
+			errs = append(errs, fmt.Sprintf("LOG__FILE__MAX_FILES: %d; the current file and at least one older file are kept, so the value is at least 2", c.Log.File.MaxFiles))
+		}
+	}
+	if _, err := c.Metrics.ExporterList(); err != nil {
+		errs = append(errs, err.Error())
+	}
+	if len(errs) > 0 {
+		return errors.New(strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// ExporterList returns the metric exporters named by OTEL_METRICS_EXPORTER, deduplicated;
+// an empty list means none.
+func (m Metrics) ExporterList() ([]string, error) {
+	var out []string
+	seen := map[string]bool{}
+	for _, name := range strings.Split(m.Exporters, ",") {
+		name = strings.ToLower(strings.TrimSpace(name))
+		switch name {
+		case "", "none":
+			continue
+		case "otlp", "prometheus":
+			if !seen[name] {
+				seen[name] = true
+				out = append(out, name)
+			}
+		default:
+			return nil, fmt.Errorf("OTEL_METRICS_EXPORTER: %q is not otlp, prometheus, none or a comma list of them", m.Exporters)
+		}
+	}
+	return out, nil
+}
+
+// WeakKey says whether the API key is shorter than MinKeyLength.
+func (c *Config) WeakKey() bool { return len(c.Authentication.APIKey) < MinKeyLength }

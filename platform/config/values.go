@@ -1,0 +1,193 @@
+package config
+
+import (
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The types below implement cleanenv.Setter so that every bad value is refused with a message
+// that says what was expected; Load adds the variable's name.
+
+// Port is a TCP port number.
+type Port int
+
+func (p *Port) SetValue(s string) error {
+	n, err := strconv.Atoi(strings.TrimSpace(s))
+	if err != nil || n < 1 || n > 65535 {
+		return fmt.Errorf("%q is not a port number (1-65535)", s)
+	}
+	*p = Port(n)
+	return nil
+}
+
+// Count is a non-negative whole number (pool sizes, file counts).
+type Count int
+
+func (c *Count) SetValue(s string) error {
+	n, err := strconv.Atoi(strings.TrimSpace(s))
+	if err != nil || n < 0 {
+		return fmt.Errorf("%q is not a whole number >= 0", s)
+	}
+	*c = Count(n)
+	return nil
+}
+
+// Bytes is a size in bytes; it must be positive.
+type Bytes int64
+
+func (b *Bytes) SetValue(s string) error {
+	n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
+	if err != nil || n < 1 {
+		return fmt.Errorf("%q is not a positive number of bytes", s)
+	}
+	*b = Bytes(n)
+	return nil
+}
+
+// Seconds is a duration given in (possibly fractional) seconds, as the specification's
+// settings are.
+type Seconds time.Duration
+
+func (d *Seconds) SetValue(s string) error {
+	f, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+	if err != nil || f <= 0 || f > 1e6 {
+		return fmt.Errorf("%q is not a positive number of seconds", s)
+	}
+	*d = Seconds(time.Duration(f * float64(time.Second)))
+	return nil
+}
+
+// Duration returns d as a time.Duration.
+func (d Seconds) Duration() time.Duration { return time.Duration(d) }
+
+// Switch is a yes/no setting. The specification writes some as yes/no and others as
+// true/false; both spellings are accepted everywhere.
+type Switch bool
+
+func (b *Switch) SetValue(s string) error {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "yes", "true", "1", "on":
+		*b = true
+	case "no", "false", "0", "off":
+		*b = false
+	default:
+		return fmt.Errorf("%q is not yes/no or true/false", s)
+	}
+	return nil
+}
+
+// LogLevel is one of the specification's level names.
+type LogLevel slog.Level
+
+// LevelCritical sits above slog's Error level; it is logged with the name CRITICAL.
+const LevelCritical = slog.LevelError + 4
+
+func (l *LogLevel) SetValue(s string) error {
+	switch strings.ToUpper(strings.TrimSpace(s)) {
+	case "DEBUG":
+		*l = LogLevel(slog.LevelDebug)
+	case "INFO":
+		*l = LogLevel(slog.LevelInfo)
+	case "WARNING", "WARN":
+		*l = LogLevel(slog.LevelWarn)
+	case "ERROR":
+		*l = LogLevel(slog.LevelError)
+	case "CRITICAL":
+		*l = LogLevel(LevelCritical)
+	default:
+		return fmt.Errorf("%q is not one of DEBUG, INFO, WARNING, ERROR, CRITICAL", s)
+	}
+	return nil
+}
+
+// Level returns l as a slog.Level.
+func (l LogLevel) Level() slog.Level { return slog.Level(l) }
+
+// LogFormat is the console line format.
+type LogFormat string
+
+const (
+	FormatPlain LogFormat = "plain"
+	FormatJSON  LogFormat = "json"
+)
+
+func (f *LogFormat) SetValue(s string) error {
+	switch v := LogFormat(strings.ToLower(strings.TrimSpace(s))); v {
+	case FormatPlain, FormatJSON:
+		*f = v
+	default:
+		return fmt.Errorf("%q is not plain or json", s)
+	}
+	return nil
+}
+
+// Origins is the CORS allow-list, written as a JSON list of origins.
+type Origins []string
+
+func (o *Origins) SetValue(s string) error {
+	var list []string
+	if err := json.Unmarshal([]byte(s), &list); err != nil {
+		return fmt.Errorf("%q is not a JSON list of origins, e.g. [\"https://reports.example.org\"]", s)
+	}
+	for _, origin := range list {
+		if origin == "*" {
+			continue
+		}
+		u, err := url.Parse(origin)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") {
+			return fmt.Errorf("%q is not an origin like https://host[:port] in %s", origin, s)
+		}
+	}
+	*o = list
+	return nil
+}
+
+// RootPath is the path prefix a reverse proxy may serve the API under: "" or "/prefix".
+type RootPath string
+
+func (p *RootPath) SetValue(s string) error {
+	s = strings.TrimSpace(s)
+	if s == "" || s == "/" {
+		*p = ""
+		return nil
+	}
+	if !strings.HasPrefix(s, "/") || strings.ContainsAny(s, "?#* \t") || strings.Contains(s, "//") {
+		return fmt.Errorf("%q is not a path prefix like /analytics", s)
+	}
+	*p = RootPath(strings.TrimRight(s, "/"))
+	return nil
+}
+
+// HeaderName is an HTTP header name (RFC 9110 token).
+type HeaderName string
+
+func (h *HeaderName) SetValue(s string) error {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return fmt.Errorf("the header name is empty")
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("!#$%&'*+-.^_`|~", r)) {
+			return fmt.Errorf("%q is not a valid HTTP header name", s)
+		}
+	}
+	*h = HeaderName(s)
+	return nil
+}
+
+// Secret is a value that must never be printed: its String and LogValue hide it.
+type Secret string
+
+func (s *Secret) SetValue(v string) error { *s = Secret(v); return nil }
+
+func (s Secret) String() string { return "[hidden]" }
+
+func (s Secret) LogValue() slog.Value { return slog.StringValue("[hidden]") }
+
+// Reveal returns the secret itself, for the few places that must use it.
+func (s Secret) Reveal() string { return string(s) }

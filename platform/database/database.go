@@ -1,0 +1,203 @@
+// Package database owns the PostgreSQL connection pool: built from the settings' parts, with
+// the TLS modes and pool semantics of the contract, and errors classified for clients.
+package database
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/emsanalytics/emsquery/platform/apierr"
+	"github.com/emsanalytics/emsquery/platform/config"
+)
+
+// DB is the service's pool. Repositories acquire connections through it so that the wait for a
+// free connection is bounded by DATABASE__POOL_TIMEOUT whatever the request's own deadline.
+type DB struct {
+	pool        *pgxpool.Pool
+	poolTimeout time.Duration
+}
+
+// Open builds the pool. It does not wait for the database: the service starts, and healthz
+// reports 503, while the database is down.
+func Open(cfg *config.Config, log *slog.Logger) (*DB, func(), error) {
+	pc, err := PoolConfig(cfg.Database)
+	if err != nil {
+		return nil, nil, err
+	}
+	pool, err := pgxpool.NewWithConfig(context.Background(), pc)
+	if err != nil {
+		return nil, nil, fmt.Errorf("database pool: %w", err)
+	}
+	d := cfg.Database
+	log.Info("database pool ready",
+		"host", d.Host, "port", int(d.Port), "database", d.Name, "user", d.Username, "schema", d.Schema,
+		"tls", tlsMode(d), "pool_size", int(d.PoolSize), "max_overflow", int(d.MaxOverflow))
+	return &DB{pool: pool, poolTimeout: d.PoolTimeout.Duration()}, pool.Close, nil
+}
+
+// PoolConfig translates the settings into a pgxpool configuration. The password is set as a
+// field, never pasted into a connection string, so any character in it works.
+func PoolConfig(d config.Database) (*pgxpool.Config, error) {
+	// An empty connection string still reads PG* environment variables; the fields set below
+	// override everything that matters.
+	pc, err := pgxpool.ParseConfig("")
+	if err != nil {
+		return nil, fmt.Errorf("database config: %w", err)
+	}
+	cc := pc.ConnConfig
+	cc.Host = d.Host
+	cc.Port = uint16(d.Port)
+	cc.Database = d.Name
+	cc.User = d.Username
+	cc.Password = d.Password.Reveal()
+	cc.Fallbacks = nil
+	cc.ConnectTimeout = 10 * time.Second
+	if cc.RuntimeParams == nil {
+		cc.RuntimeParams = map[string]string{}
+	}
+	cc.RuntimeParams["search_path"] = pgx.Identifier{d.Schema}.Sanitize()
+	cc.RuntimeParams["application_name"] = "emsquery"
+	// Nothing the service does should ever write; make the database refuse if it tried.
+	cc.RuntimeParams["default_transaction_read_only"] = "on"
+	tlsConfig, err := TLSConfig(d)
+	if err != nil {
+		return nil, err
+	}
+	cc.TLSConfig = tlsConfig
+
+	pc.MinConns = int32(d.PoolSize)
+	pc.MaxConns = int32(d.PoolSize + d.MaxOverflow)
+	pc.MaxConnLifetime = d.PoolRecycle.Duration()
+	pc.MaxConnLifetimeJitter = pc.MaxConnLifetime / 10
+	// Connections above POOL_SIZE are the overflow: close them soon after the burst.
+	pc.MaxConnIdleTime = time.Minute
+	pc.HealthCheckPeriod = 15 * time.Second
+	return pc, nil
+}
+
+// TLSConfig returns the TLS configuration for the DATABASE__ENCRYPT and
+// DATABASE__TRUST_SERVER_CERTIFICATE settings; nil means no TLS.
+func TLSConfig(d config.Database) (*tls.Config, error) {
+	if !d.Encrypt {
+		return nil, nil
+	}
+	if d.TrustServerCertificate {
+		// The settings ask for encryption without checking who is at the other end.
+		return &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS12}, nil //nolint:gosec
+	}
+	tc := &tls.Config{ServerName: d.Host, MinVersion: tls.VersionTLS12}
+	if d.SSLRootCert != "" {
+		pem, err := os.ReadFile(d.SSLRootCert)
+		if err != nil {
+			return nil, fmt.Errorf("DATABASE__SSL_ROOT_CERT: %w", err)
+		}
+		roots := x509.NewCertPool()
+		if !roots.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("DATABASE__SSL_ROOT_CERT: %q holds no PEM certificate", d.SSLRootCert)
+		}
+		tc.RootCAs = roots
+	}
+	return tc, nil
+}
+
+func tlsMode(d config.Database) string {
+	switch {
+	case !bool(d.Encrypt):
+		return "off"
+	case bool(d.TrustServerCertificate):
+		return "on, certificate not verified"
+	default:
+		return "on, certificate verified"
+	}
+}
+
+// Pool exposes the pgx pool for statistics and for streaming (COPY) on an acquired connection.
+func (db *DB) Pool() *pgxpool.Pool { return db.pool }
+
+// Acquire waits at most DATABASE__POOL_TIMEOUT for a connection. The caller releases it.
+func (db *DB) Acquire(ctx context.Context) (*pgxpool.Conn, error) {
+	actx, cancel := context.WithTimeout(ctx, db.poolTimeout)
+	defer cancel()
+	conn, err := db.pool.Acquire(actx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, apierr.Unavailable(fmt.Errorf("acquire connection: %w", err))
+	}
+	return conn, nil
+}
+
+// Ping runs SELECT 1 on a pooled connection.
+func (db *DB) Ping(ctx context.Context) error {
+	conn, err := db.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Release()
+	var one int
+	if err := conn.QueryRow(ctx, "SELECT 1").Scan(&one); err != nil {
+		return Classify(err)
+	}
+	return nil
+}
+
+// Collect runs one query on a pooled connection and scans every row with scan. op names the
+// operation in errors ("unique counts").
+func Collect[T any](ctx context.Context, db *DB, op, q string, args []any, scan pgx.RowToFunc[T]) ([]T, error) {
+	conn, err := db.Acquire(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	defer conn.Release()
+	rows, err := conn.Query(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", op, Classify(err))
+	}
+	out, err := pgx.CollectRows(rows, scan)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", op, Classify(err))
+	}
+	return out, nil
+}
+
+// Classify marks errors that mean "the database cannot serve now" as SERVICE_UNAVAILABLE and
+// statement timeouts as TIMEOUT; other errors pass through unchanged.
+func Classify(err error) error {
+	if err == nil {
+		return nil
+	}
+	var ae *apierr.Error
+	if errors.As(err, &ae) {
+		return err
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch {
+		case pgErr.Code == "57014": // query_canceled: statement_timeout
+			return apierr.TimedOut(err)
+		case pgErr.Code == "57P01", pgErr.Code == "57P02", pgErr.Code == "57P03", // shutdown, crash, cannot connect now
+			pgErr.Code == "53300",                          // too_many_connections
+			len(pgErr.Code) == 5 && pgErr.Code[:2] == "08": // connection exceptions
+			return apierr.Unavailable(err)
+		}
+		return err
+	}
+	var netErr net.Error
+	var connectErr *pgconn.ConnectError
+	if errors.As(err, &netErr) || errors.As(err, &connectErr) || pgconn.SafeToRetry(err) || errors.Is(err, pgx.ErrTxClosed) {
+		return apierr.Unavailable(err)
+	}
+	return err
+}

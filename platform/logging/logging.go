@@ -1,0 +1,108 @@
+// Package logging builds the service's slog.Logger: console and rotating file, plain or JSON,
+// as the LOG__* settings say.
+package logging
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+
+	"github.com/natefinch/lumberjack/v3"
+
+	"github.com/emsanalytics/emsquery/platform/config"
+	"github.com/emsanalytics/emsquery/platform/requestctx"
+)
+
+// New returns the logger and a cleanup that closes the log file.
+func New(cfg *config.Config) (*slog.Logger, func(), error) {
+	lc := cfg.Log
+	opts := &slog.HandlerOptions{Level: lc.Level.Level(), ReplaceAttr: levelNames}
+	var handlers []slog.Handler
+	if lc.Console.Enabled {
+		handlers = append(handlers, newHandler(os.Stdout, lc.Console.Format, opts))
+	}
+	cleanup := func() {}
+	if lc.File.Enabled {
+		roller, err := openFile(lc)
+		if err != nil {
+			return nil, nil, err
+		}
+		// Files are always JSON lines: they are read by tools more often than by people.
+		handlers = append(handlers, slog.NewJSONHandler(roller, opts))
+		cleanup = func() { _ = roller.Close() }
+	}
+	var h slog.Handler
+	switch len(handlers) {
+	case 0:
+		h = slog.DiscardHandler
+	case 1:
+		h = handlers[0]
+	default:
+		h = slog.NewMultiHandler(handlers...)
+	}
+	return slog.New(requestIDHandler{h}), cleanup, nil
+}
+
+func openFile(lc config.Log) (*lumberjack.Roller, error) {
+	if err := os.MkdirAll(lc.Path, 0o750); err != nil {
+		return nil, fmt.Errorf("LOG__PATH: cannot create %q: %w", lc.Path, err)
+	}
+	name := filepath.Join(lc.Path, lc.File.Filename)
+	roller, err := lumberjack.NewRoller(name, int64(lc.File.MaxSize), &lumberjack.Options{
+		// MaxFiles counts the current file too.
+		MaxBackups: int(lc.File.MaxFiles) - 1,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("LOG__PATH: cannot open %q: %w", name, err)
+	}
+	// Fail at start-up, not on the first log line, when the folder is not writable.
+	if _, err := roller.Write(nil); err != nil {
+		return nil, fmt.Errorf("LOG__PATH: cannot write %q: %w", name, err)
+	}
+	return roller, nil
+}
+
+func newHandler(w io.Writer, format config.LogFormat, opts *slog.HandlerOptions) slog.Handler {
+	if format == config.FormatJSON {
+		return slog.NewJSONHandler(w, opts)
+	}
+	return slog.NewTextHandler(w, opts)
+}
+
+// levelNames writes levels with the specification's names (WARNING, CRITICAL).
+func levelNames(groups []string, a slog.Attr) slog.Attr {
+	if len(groups) > 0 || a.Key != slog.LevelKey {
+		return a
+	}
+	switch lvl := a.Value.Any().(slog.Level); {
+	case lvl >= config.LevelCritical:
+		a.Value = slog.StringValue("CRITICAL")
+	case lvl >= slog.LevelError:
+		a.Value = slog.StringValue("ERROR")
+	case lvl >= slog.LevelWarn:
+		a.Value = slog.StringValue("WARNING")
+	}
+	return a
+}
+
+// requestIDHandler adds the request id of the context to every record logged with one, so that
+// all lines about a request can be found by its id.
+type requestIDHandler struct{ slog.Handler }
+
+func (h requestIDHandler) Handle(ctx context.Context, r slog.Record) error {
+	if id := requestctx.RequestID(ctx); id != "" {
+		r.AddAttrs(slog.String("request_id", id))
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h requestIDHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return requestIDHandler{h.Handler.WithAttrs(attrs)}
+}
+
+func (h requestIDHandler) WithGroup(name string) slog.Handler {
+	return requestIDHandler{h.Handler.WithGroup(name)}
+}
