@@ -6,9 +6,13 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
+	"time"
 
 	"github.com/emsanalytics/emsquery/platform/config"
 )
@@ -23,6 +27,7 @@ func main() {
 func run() int {
 	envFile := flag.String("env-file", "", "read settings from this env file (default: .env in the working folder, when present); the environment wins")
 	showVersion := flag.Bool("version", false, "print the version and exit")
+	healthcheck := flag.Bool("healthcheck", false, "exit 0 when the service on APP__HOST:APP__PORT answers /v1/ping, 1 otherwise (for container health checks)")
 	flag.Parse()
 	if *showVersion {
 		fmt.Println(version)
@@ -33,6 +38,9 @@ func run() int {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "emsquery: bad settings:", err)
 		return 2
+	}
+	if *healthcheck {
+		return probe(cfg)
 	}
 	srv, cleanup, err := initService(cfg)
 	if err != nil {
@@ -45,6 +53,27 @@ func run() int {
 	defer stop()
 	if err := srv.Run(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "emsquery:", err)
+		return 1
+	}
+	return 0
+}
+
+// probe asks a running service for /v1/ping; distroless images have no curl for HEALTHCHECK.
+func probe(cfg *config.Config) int {
+	host := cfg.App.Host
+	if host == "0.0.0.0" || host == "::" || host == "" {
+		host = "127.0.0.1"
+	}
+	url := "http://" + net.JoinHostPort(host, strconv.Itoa(int(cfg.App.Port))) + "/v1/ping"
+	client := http.Client{Timeout: 3 * time.Second}
+	resp, err := client.Get(url)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "emsquery: healthcheck:", err)
+		return 1
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		fmt.Fprintln(os.Stderr, "emsquery: healthcheck:", url, resp.Status)
 		return 1
 	}
 	return 0

@@ -1,0 +1,431 @@
+// Package servicetest runs the real service binary against a real database for outside-in
+// tests: HTTP in, JSON or CSV out, settings from the environment, logs on disk, signals.
+package servicetest
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/emsanalytics/emsquery/internal/fixture"
+	"github.com/emsanalytics/emsquery/internal/pgtest"
+)
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// Binary builds the service once per test binary and returns its path.
+func Binary(t testing.TB) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "emsquery-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "emsquery")
+		cmd := exec.Command("go", "build", "-o", binPath, ".")
+		cmd.Dir = moduleRoot()
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+func moduleRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..")
+}
+
+// DB names a database in a test cluster.
+type DB struct {
+	Cluster  *pgtest.Cluster
+	Name     string
+	Host     string
+	Port     int
+	User     string
+	Password string
+}
+
+// NewDB returns the shared cluster's fresh, empty database with the schema applied.
+func NewDB(t testing.TB) DB {
+	t.Helper()
+	c := pgtest.Shared(t)
+	name := pgtest.NewDatabase(t, c)
+	return DB{Cluster: c, Name: name, Host: c.Host(), Port: c.Port(), User: "postgres", Password: c.Password()}
+}
+
+// FixtureDB returns a fresh database holding the hand-made edge-case fixture.
+func FixtureDB(t testing.TB) DB {
+	t.Helper()
+	db := NewDB(t)
+	if err := db.Cluster.Exec(context.Background(), db.Name, fixture.EdgeSQL); err != nil {
+		t.Fatalf("load fixture: %v", err)
+	}
+	return db
+}
+
+// Pool returns a superuser pool on the database for the test's own SQL; closed at cleanup.
+func (db DB) Pool(t testing.TB) *pgxpool.Pool {
+	t.Helper()
+	cc, err := db.Cluster.ConnConfig(db.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc, err := pgxpool.ParseConfig("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc.ConnConfig = cc
+	pc.MaxConns = 4
+	pool, err := pgxpool.NewWithConfig(context.Background(), pc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+// Env returns the settings that point the service at db.
+func (db DB) Env() map[string]string {
+	return map[string]string{
+		"DATABASE__HOST":     db.Host,
+		"DATABASE__PORT":     strconv.Itoa(db.Port),
+		"DATABASE__NAME":     db.Name,
+		"DATABASE__USERNAME": db.User,
+		"DATABASE__PASSWORD": db.Password,
+		"DATABASE__ENCRYPT":  "no",
+	}
+}
+
+// Service is a running service process.
+type Service struct {
+	URL    string // http://127.0.0.1:port, without the root path
+	Key    string
+	Header string
+	LogDir string
+	Port   int
+
+	cmd    *exec.Cmd
+	out    *syncBuffer
+	done   chan struct{}
+	exit   int
+	client *http.Client
+}
+
+// settingPrefixes are the variable families of the service; the test's own environment never
+// leaks them into the child.
+var settingPrefixes = []string{"APP__", "DATABASE__", "SECURITY__", "AUTHENTICATION__", "LOG__", "OTEL_"}
+
+// Start runs the service with db's settings, a random key, logs in a temp dir, metrics off and
+// a free port; env overrides any of them (an empty value unsets it). It waits until /v1/ping
+// answers and stops the process at cleanup.
+func Start(t testing.TB, db DB, env map[string]string) *Service {
+	t.Helper()
+	s, err := launch(t, db, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.waitReady(15 * time.Second); err != nil {
+		t.Fatalf("%v\noutput:\n%s", err, s.Output())
+	}
+	return s
+}
+
+// Launch starts the service without waiting for it to be ready, for tests of start-up
+// failures. The process is killed at cleanup if still running.
+func Launch(t testing.TB, db DB, env map[string]string) *Service {
+	t.Helper()
+	s, err := launch(t, db, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func launch(t testing.TB, db DB, env map[string]string) (*Service, error) {
+	bin := Binary(t)
+	port, err := FreePort()
+	if err != nil {
+		return nil, err
+	}
+	logDir := t.TempDir()
+	settings := map[string]string{
+		"APP__HOST":                  "127.0.0.1",
+		"APP__PORT":                  strconv.Itoa(port),
+		"AUTHENTICATION__API_KEY":    RandomKey(),
+		"LOG__PATH":                  logDir,
+		"OTEL_METRICS_EXPORTER":      "none",
+		"DATABASE__POOL_SIZE":        "2",
+		"APP__SHUTDOWN_TIMEOUT":      "10",
+		"LOG__CONSOLE__FORMAT":       "plain",
+		"SECURITY__CORS__ENABLED":    "true",
+		"APP__HEALTH_CHECKS_ENABLED": "true",
+	}
+	if db.Name != "" {
+		for k, v := range db.Env() {
+			settings[k] = v
+		}
+	}
+	for k, v := range env {
+		settings[k] = v
+	}
+	s := &Service{
+		Header: "x-api-key",
+		LogDir: settings["LOG__PATH"],
+		Key:    settings["AUTHENTICATION__API_KEY"],
+		out:    &syncBuffer{},
+		done:   make(chan struct{}),
+		client: &http.Client{Timeout: 60 * time.Second},
+	}
+	if h := settings["AUTHENTICATION__API_KEY_HEADER"]; h != "" {
+		s.Header = h
+	}
+	if p, err := strconv.Atoi(settings["APP__PORT"]); err == nil {
+		s.Port = p
+	}
+	s.URL = "http://127.0.0.1:" + strconv.Itoa(s.Port)
+
+	cmd := exec.Command(bin)
+	cmd.Dir = t.TempDir() // no stray .env is picked up
+	cmd.Env = childEnv(settings)
+	cmd.Stdout = s.out
+	cmd.Stderr = s.out
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start service: %w", err)
+	}
+	s.cmd = cmd
+	go func() {
+		_ = cmd.Wait()
+		s.exit = cmd.ProcessState.ExitCode()
+		close(s.done)
+	}()
+	t.Cleanup(func() {
+		s.Signal(syscall.SIGTERM)
+		select {
+		case <-s.done:
+		case <-time.After(15 * time.Second):
+			_ = cmd.Process.Kill()
+			<-s.done
+		}
+		if t.Failed() {
+			t.Logf("service output:\n%s", s.Output())
+		}
+	})
+	return s, nil
+}
+
+func childEnv(settings map[string]string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		leak := false
+		for _, p := range settingPrefixes {
+			leak = leak || strings.HasPrefix(k, p)
+		}
+		if !leak && !strings.HasPrefix(k, "PG") {
+			env = append(env, kv)
+		}
+	}
+	for k, v := range settings {
+		if v != "" {
+			env = append(env, k+"="+v)
+		}
+	}
+	return env
+}
+
+func (s *Service) waitReady(timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		select {
+		case <-s.done:
+			return fmt.Errorf("service exited with code %d before it was ready", s.exit)
+		default:
+		}
+		resp, err := http.Get(s.URL + "/v1/ping")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return fmt.Errorf("service not ready after %s", timeout)
+}
+
+// Output is everything the process wrote to stdout and stderr so far.
+func (s *Service) Output() string { return s.out.String() }
+
+// Signal sends sig to the process.
+func (s *Service) Signal(sig os.Signal) {
+	if s.cmd != nil && s.cmd.Process != nil {
+		_ = s.cmd.Process.Signal(sig)
+	}
+}
+
+// Wait waits at most timeout for the process to exit and returns its exit code.
+func (s *Service) Wait(timeout time.Duration) (int, error) {
+	select {
+	case <-s.done:
+		return s.exit, nil
+	case <-time.After(timeout):
+		return -1, fmt.Errorf("service still running after %s", timeout)
+	}
+}
+
+// Do sends req (a path-only URL is resolved against the service) and returns the response
+// with its body read.
+func (s *Service) Do(t testing.TB, req *http.Request) (*http.Response, []byte) {
+	t.Helper()
+	if req.URL.Host == "" {
+		u, err := req.URL.Parse(s.URL + req.URL.String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.URL = u
+		req.Host = u.Host
+	}
+	resp, err := s.client.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", req.Method, req.URL, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("read body: %v", err)
+	}
+	return resp, body
+}
+
+// Get sends a GET to path with the given headers.
+func (s *Service) Get(t testing.TB, path string, headers map[string]string) (*http.Response, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	return s.Do(t, req)
+}
+
+// GraphQLError is one entry of a GraphQL errors array.
+type GraphQLError struct {
+	Message    string         `json:"message"`
+	Path       []any          `json:"path"`
+	Extensions map[string]any `json:"extensions"`
+}
+
+// Code is extensions.code.
+func (e GraphQLError) Code() string { c, _ := e.Extensions["code"].(string); return c }
+
+// GraphQLResponse is a decoded GraphQL HTTP response.
+type GraphQLResponse struct {
+	Status int
+	Header http.Header
+	Data   json.RawMessage `json:"data"`
+	Errors []GraphQLError  `json:"errors"`
+	Raw    []byte
+}
+
+// GraphQL posts query (with variables) to path with the service's key.
+func (s *Service) GraphQL(t testing.TB, path, query string, vars map[string]any) *GraphQLResponse {
+	t.Helper()
+	return s.GraphQLWithHeaders(t, path, query, vars, map[string]string{s.Header: s.Key})
+}
+
+// GraphQLWithHeaders posts query with exactly the given extra headers (no key unless given).
+func (s *Service) GraphQLWithHeaders(t testing.TB, path, query string, vars map[string]any, headers map[string]string) *GraphQLResponse {
+	t.Helper()
+	body, err := json.Marshal(map[string]any{"query": query, "variables": vars})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := http.NewRequest(http.MethodPost, path, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	resp, raw := s.Do(t, req)
+	out := &GraphQLResponse{Status: resp.StatusCode, Header: resp.Header, Raw: raw}
+	if err := json.Unmarshal(raw, out); err != nil {
+		t.Fatalf("GraphQL response is not JSON (%d): %v\n%s", resp.StatusCode, err, raw)
+	}
+	return out
+}
+
+// DataInto decodes data into v, failing the test when the response has errors.
+func (r *GraphQLResponse) DataInto(t testing.TB, v any) {
+	t.Helper()
+	if len(r.Errors) > 0 {
+		t.Fatalf("unexpected GraphQL errors: %s", r.Raw)
+	}
+	if err := json.Unmarshal(r.Data, v); err != nil {
+		t.Fatalf("decode data: %v\n%s", err, r.Raw)
+	}
+}
+
+// FreePort returns a TCP port on the loopback interface that was free a moment ago.
+func FreePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// RandomKey returns a 64-character hex key.
+func RandomKey() string {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}

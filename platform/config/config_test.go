@@ -1,0 +1,231 @@
+package config_test
+
+import (
+	"log/slog"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/emsanalytics/emsquery/platform/config"
+)
+
+// setenv sets the variables for one test and clears every other setting, so that the test
+// machine's environment cannot change the outcome.
+func setenv(t *testing.T, vars map[string]string) {
+	t.Helper()
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		for _, p := range []string{"APP__", "DATABASE__", "SECURITY__", "AUTHENTICATION__", "LOG__", "OTEL_METRICS_EXPORTER", "OTEL_EXPORTER_PROMETHEUS_"} {
+			if strings.HasPrefix(k, p) {
+				t.Setenv(k, "")
+				os.Unsetenv(k)
+			}
+		}
+	}
+	for k, v := range vars {
+		t.Setenv(k, v)
+	}
+	t.Chdir(t.TempDir()) // no stray .env
+}
+
+func TestDefaults(t *testing.T) {
+	setenv(t, map[string]string{"AUTHENTICATION__API_KEY": "k"})
+	cfg, err := config.Load("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	checks := []struct {
+		name      string
+		got, want any
+	}{
+		{"APP__HOST", cfg.App.Host, "127.0.0.1"},
+		{"APP__PORT", cfg.App.Port, config.Port(9090)},
+		{"APP__ROOT_PATH", cfg.App.RootPath, config.RootPath("")},
+		{"APP__HEALTH_CHECKS_ENABLED", cfg.App.HealthChecksEnabled, config.Switch(true)},
+		{"APP__MAX_BODY_BYTES", cfg.App.MaxBodyBytes, config.Bytes(1 << 20)},
+		{"DATABASE__HOST", cfg.Database.Host, "localhost"},
+		{"DATABASE__PORT", cfg.Database.Port, config.Port(5432)},
+		{"DATABASE__NAME", cfg.Database.Name, "postgres"},
+		{"DATABASE__USERNAME", cfg.Database.Username, "postgres"},
+		{"DATABASE__PASSWORD", cfg.Database.Password.Reveal(), ""},
+		{"DATABASE__SCHEMA", cfg.Database.Schema, "public"},
+		{"DATABASE__ENCRYPT", cfg.Database.Encrypt, config.Switch(true)},
+		{"DATABASE__TRUST_SERVER_CERTIFICATE", cfg.Database.TrustServerCertificate, config.Switch(true)},
+		{"DATABASE__SSL_ROOT_CERT", cfg.Database.SSLRootCert, ""},
+		{"DATABASE__POOL_SIZE", cfg.Database.PoolSize, config.Count(10)},
+		{"DATABASE__MAX_OVERFLOW", cfg.Database.MaxOverflow, config.Count(20)},
+		{"DATABASE__POOL_TIMEOUT", cfg.Database.PoolTimeout.Duration(), 30 * time.Second},
+		{"DATABASE__POOL_RECYCLE", cfg.Database.PoolRecycle.Duration(), 1800 * time.Second},
+		{"SECURITY__CORS__ENABLED", cfg.Security.CORS.Enabled, config.Switch(true)},
+		{"SECURITY__CORS__ALLOW_ORIGINS", cfg.Security.CORS.AllowOrigins, config.Origins{"http://localhost:3000"}},
+		{"AUTHENTICATION__API_KEY_HEADER", cfg.Authentication.APIKeyHeader, config.HeaderName("x-api-key")},
+		{"LOG__LEVEL", cfg.Log.Level.Level(), slog.LevelInfo},
+		{"LOG__CONSOLE__ENABLED", cfg.Log.Console.Enabled, config.Switch(true)},
+		{"LOG__CONSOLE__FORMAT", cfg.Log.Console.Format, config.FormatPlain},
+		{"LOG__FILE__ENABLED", cfg.Log.File.Enabled, config.Switch(true)},
+		{"LOG__PATH", cfg.Log.Path, "/app/logs"},
+		{"LOG__FILE__FILENAME", cfg.Log.File.Filename, "service.log"},
+		{"LOG__FILE__MAX_SIZE", cfg.Log.File.MaxSize, config.Bytes(10485760)},
+		{"LOG__FILE__MAX_FILES", cfg.Log.File.MaxFiles, config.Count(15)},
+		{"OTEL_METRICS_EXPORTER", cfg.Metrics.Exporters, "otlp"},
+		{"OTEL_EXPORTER_PROMETHEUS_HOST", cfg.Metrics.PrometheusHost, "localhost"},
+		{"OTEL_EXPORTER_PROMETHEUS_PORT", cfg.Metrics.PrometheusPort, config.Port(9464)},
+	}
+	for _, c := range checks {
+		if !reflect.DeepEqual(c.got, c.want) {
+			t.Errorf("%s default = %#v, want %#v", c.name, c.got, c.want)
+		}
+	}
+	if !cfg.WeakKey() {
+		t.Error("a 1-character key is not reported as weak")
+	}
+}
+
+func TestValuesAreParsed(t *testing.T) {
+	setenv(t, map[string]string{
+		"AUTHENTICATION__API_KEY":            strings.Repeat("k", 40),
+		"AUTHENTICATION__API_KEY_HEADER":     "SERVICE-X-API-KEY",
+		"APP__ROOT_PATH":                     "/analytics/",
+		"DATABASE__ENCRYPT":                  "no",
+		"DATABASE__TRUST_SERVER_CERTIFICATE": "NO",
+		"DATABASE__POOL_TIMEOUT":             "1.5",
+		"DATABASE__PASSWORD":                 "p@ss:/#?%",
+		"SECURITY__CORS__ALLOW_ORIGINS":      `["https://a.example.org", "http://b.example.org:8080"]`,
+		"LOG__LEVEL":                         "warning",
+		"LOG__CONSOLE__FORMAT":               "JSON",
+		"OTEL_METRICS_EXPORTER":              "prometheus, otlp,prometheus",
+	})
+	cfg, err := config.Load("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.App.RootPath != "/analytics" || bool(cfg.Database.Encrypt) || bool(cfg.Database.TrustServerCertificate) ||
+		cfg.Database.PoolTimeout.Duration() != 1500*time.Millisecond || cfg.Database.Password.Reveal() != "p@ss:/#?%" ||
+		cfg.Log.Level.Level() != slog.LevelWarn || cfg.Log.Console.Format != config.FormatJSON ||
+		cfg.Authentication.APIKeyHeader != "SERVICE-X-API-KEY" || cfg.WeakKey() {
+		t.Errorf("settings not parsed as given: %+v", cfg)
+	}
+	if !reflect.DeepEqual(cfg.Security.CORS.AllowOrigins, config.Origins{"https://a.example.org", "http://b.example.org:8080"}) {
+		t.Errorf("origins = %v", cfg.Security.CORS.AllowOrigins)
+	}
+	if got, _ := cfg.Metrics.ExporterList(); !reflect.DeepEqual(got, []string{"prometheus", "otlp"}) {
+		t.Errorf("exporters = %v", got)
+	}
+	for _, none := range []string{"none", "", " none "} {
+		m := config.Metrics{Exporters: none}
+		if got, err := m.ExporterList(); err != nil || len(got) != 0 {
+			t.Errorf("ExporterList(%q) = %v, %v; want none", none, got, err)
+		}
+	}
+}
+
+func TestEnvFileAndEnvironment(t *testing.T) {
+	setenv(t, map[string]string{"APP__PORT": "7000"})
+	dir := t.TempDir()
+	file := filepath.Join(dir, "service.env")
+	content := "AUTHENTICATION__API_KEY=from-file\nAPP__PORT=8000\nDATABASE__NAME=filedb\n# a comment\nDATABASE__PASSWORD='quoted #not a comment'\n"
+	if err := os.WriteFile(file, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(config.EnvFile(file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.App.Port != 7000 {
+		t.Errorf("APP__PORT = %d; the environment (7000) must win over the file (8000)", cfg.App.Port)
+	}
+	if cfg.Database.Name != "filedb" || cfg.Authentication.APIKey.Reveal() != "from-file" {
+		t.Errorf("file values not read: name %q", cfg.Database.Name)
+	}
+	if cfg.Database.Password.Reveal() != "quoted #not a comment" {
+		t.Errorf("password = %q", cfg.Database.Password.Reveal())
+	}
+}
+
+func TestDotEnvInWorkingFolder(t *testing.T) {
+	setenv(t, nil)
+	if err := os.WriteFile(".env", []byte("AUTHENTICATION__API_KEY=dotenv\nDATABASE__NAME=dot\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Database.Name != "dot" {
+		t.Errorf(".env in the working folder not read: DATABASE__NAME = %q", cfg.Database.Name)
+	}
+}
+
+func TestMissingEnvFile(t *testing.T) {
+	setenv(t, map[string]string{"AUTHENTICATION__API_KEY": "k"})
+	_, err := config.Load("/nonexistent/service.env")
+	if err == nil || !strings.Contains(err.Error(), "/nonexistent/service.env") {
+		t.Errorf("err = %v; want an error naming the file", err)
+	}
+}
+
+func TestBadValuesNameTheirVariable(t *testing.T) {
+	cases := []struct{ name, value string }{
+		{"APP__PORT", "abc"},
+		{"APP__PORT", "70000"},
+		{"APP__ROOT_PATH", "no-slash"},
+		{"APP__HEALTH_CHECKS_ENABLED", "maybe"},
+		{"APP__MAX_BODY_BYTES", "0"},
+		{"DATABASE__PORT", "-5"},
+		{"DATABASE__ENCRYPT", "perhaps"},
+		{"DATABASE__TRUST_SERVER_CERTIFICATE", "2"},
+		{"DATABASE__POOL_SIZE", "-1"},
+		{"DATABASE__MAX_OVERFLOW", "many"},
+		{"DATABASE__POOL_TIMEOUT", "soon"},
+		{"DATABASE__POOL_RECYCLE", "0"},
+		{"SECURITY__CORS__ENABLED", "sure"},
+		{"SECURITY__CORS__ALLOW_ORIGINS", "http://localhost:3000"},
+		{"SECURITY__CORS__ALLOW_ORIGINS", `["not an origin"]`},
+		{"AUTHENTICATION__API_KEY_HEADER", "x api key"},
+		{"LOG__LEVEL", "LOUD"},
+		{"LOG__CONSOLE__ENABLED", "ja"},
+		{"LOG__CONSOLE__FORMAT", "xml"},
+		{"LOG__FILE__ENABLED", "nej"},
+		{"LOG__FILE__MAX_SIZE", "10MB"},
+		{"LOG__FILE__MAX_FILES", "1"},
+		{"LOG__FILE__FILENAME", "../escape.log"},
+		{"OTEL_METRICS_EXPORTER", "zipkin"},
+		{"OTEL_EXPORTER_PROMETHEUS_PORT", "port"},
+	}
+	for _, c := range cases {
+		t.Run(c.name+"="+c.value, func(t *testing.T) {
+			setenv(t, map[string]string{"AUTHENTICATION__API_KEY": "k", c.name: c.value})
+			_, err := config.Load("")
+			if err == nil {
+				t.Fatalf("%s=%q accepted", c.name, c.value)
+			}
+			msg := err.Error()
+			if !strings.Contains(msg, c.name) || !strings.Contains(msg, c.value) {
+				t.Errorf("error %q does not name %s and %q", msg, c.name, c.value)
+			}
+			if strings.Contains(msg, "\n") {
+				t.Errorf("error is not one line: %q", msg)
+			}
+		})
+	}
+}
+
+func TestMissingKeyRefused(t *testing.T) {
+	setenv(t, nil)
+	_, err := config.Load("")
+	if err == nil || !strings.Contains(err.Error(), "AUTHENTICATION__API_KEY") {
+		t.Fatalf("err = %v; want a refusal naming AUTHENTICATION__API_KEY", err)
+	}
+}
+
+func TestSecretsAreNotPrinted(t *testing.T) {
+	s := config.Secret("hunter2")
+	var b strings.Builder
+	slog.New(slog.NewTextHandler(&b, nil)).Info("x", "password", s)
+	if strings.Contains(b.String(), "hunter2") || strings.Contains(s.String(), "hunter2") {
+		t.Errorf("secret printed: %s", b.String())
+	}
+}

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs what the tests need beyond Go, when missing: PostgreSQL server binaries, Chromium (the
+# GraphiQL browser test), Prometheus (the metrics scrape test), and the pinned npm packages of
+# e2e/. Quick when everything is there.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+scripts/ensure-postgres.sh >/dev/null
+
+missing=()
+[ -x /usr/bin/chromium ] || missing+=(chromium)
+command -v prometheus >/dev/null 2>&1 || [ -x /usr/bin/prometheus ] || missing+=(prometheus)
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ]; then
+    echo "installing Debian packages: ${missing[*]}" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq >&2
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+    # Debian starts a Prometheus service on install; the tests start their own.
+    if [[ " ${missing[*]} " == *" prometheus "* ]]; then
+      (systemctl stop prometheus 2>/dev/null || service prometheus stop 2>/dev/null || pkill -x prometheus || true) >/dev/null 2>&1
+    fi
+  else
+    echo "missing Debian packages (install them as root): ${missing[*]}" >&2
+  fi
+fi
+
+if [ -f e2e/package.json ] && command -v npm >/dev/null 2>&1; then
+  if [ ! -d e2e/node_modules ] || [ e2e/package-lock.json -nt e2e/node_modules ]; then
+    (cd e2e && npm ci --no-audit --no-fund --loglevel=error)
+  fi
+fi
