@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/emsanalytics/emsquery/platform/config"
+	"github.com/emsanalytics/emsquery/platform/metrics"
 )
 
 // version is set at build time: go build -ldflags "-X main.version=1.2.3".
@@ -42,7 +43,7 @@ func run() int {
 	if *healthcheck {
 		return probe(cfg)
 	}
-	srv, cleanup, err := initService(cfg)
+	srv, cleanup, err := initService(cfg, metrics.Service{Name: "emsquery", Version: version})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "emsquery: cannot start:", err)
 		return 1

@@ -6,21 +6,29 @@ import (
 	"github.com/google/wire"
 
 	"github.com/emsanalytics/emsquery/app"
+	"github.com/emsanalytics/emsquery/modules/patients"
+	"github.com/emsanalytics/emsquery/modules/reports"
+	"github.com/emsanalytics/emsquery/modules/resources"
 	"github.com/emsanalytics/emsquery/modules/stats"
 	"github.com/emsanalytics/emsquery/platform/auth"
 	"github.com/emsanalytics/emsquery/platform/config"
 	"github.com/emsanalytics/emsquery/platform/database"
 	"github.com/emsanalytics/emsquery/platform/logging"
+	"github.com/emsanalytics/emsquery/platform/metrics"
 )
 
 // initService assembles the service from the settings. The cleanup closes, in reverse order,
-// what the providers opened (pool, log file).
-func initService(cfg *config.Config) (*app.Server, func(), error) {
+// what the providers opened (pool, metrics: scrape endpoint and final flush, log file).
+func initService(cfg *config.Config, svc metrics.Service) (*app.Server, func(), error) {
 	wire.Build(
 		logging.New,
+		metrics.New,
 		database.Open,
 		auth.NewChecker,
 		stats.ProviderSet,
+		resources.ProviderSet,
+		patients.ProviderSet,
+		reports.ProviderSet,
 		app.ProviderSet,
 	)
 	return nil, nil, nil

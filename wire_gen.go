@@ -8,40 +8,74 @@ package main
 
 import (
 	"github.com/emsanalytics/emsquery/app"
+	"github.com/emsanalytics/emsquery/app/gqllookups"
 	"github.com/emsanalytics/emsquery/app/gqlpublic"
+	"github.com/emsanalytics/emsquery/app/gqlserve"
+	"github.com/emsanalytics/emsquery/modules/patients"
+	"github.com/emsanalytics/emsquery/modules/reports"
+	"github.com/emsanalytics/emsquery/modules/resources"
 	"github.com/emsanalytics/emsquery/modules/stats"
 	"github.com/emsanalytics/emsquery/platform/auth"
 	"github.com/emsanalytics/emsquery/platform/config"
 	"github.com/emsanalytics/emsquery/platform/database"
 	"github.com/emsanalytics/emsquery/platform/logging"
+	"github.com/emsanalytics/emsquery/platform/metrics"
 )
 
 // Injectors from wire.go:
 
 // initService assembles the service from the settings. The cleanup closes, in reverse order,
-// what the providers opened (pool, log file).
-func initService(cfg *config.Config) (*app.Server, func(), error) {
+// what the providers opened (pool, metrics: scrape endpoint and final flush, log file).
+func initService(cfg *config.Config, svc metrics.Service) (*app.Server, func(), error) {
 	logger, cleanup, err := logging.New(cfg)
 	if err != nil {
 		return nil, nil, err
 	}
-	db, cleanup2, err := database.Open(cfg, logger)
+	meterProvider, cleanup2, err := metrics.New(cfg, logger, svc)
 	if err != nil {
+		cleanup()
+		return nil, nil, err
+	}
+	db, cleanup3, err := database.Open(cfg, logger, meterProvider)
+	if err != nil {
+		cleanup2()
 		cleanup()
 		return nil, nil, err
 	}
 	checker := auth.NewChecker(cfg)
 	repository := stats.NewRepository(db)
 	resolver := stats.NewResolver(repository)
+	resourcesRepository := resources.NewRepository(db)
+	resourcesResolver := resources.NewResolver(resourcesRepository)
+	patientsRepository := patients.NewRepository(db)
+	patientsResolver := patients.NewResolver(patientsRepository)
 	gqlpublicResolver := &gqlpublic.Resolver{
-		Stats: resolver,
+		Stats:     resolver,
+		Resources: resourcesResolver,
+		Patients:  patientsResolver,
 	}
 	schema := gqlpublic.NewSchema(gqlpublicResolver)
-	graphQLEndpoints := app.GraphQLEndpoints{
-		Public: schema,
+	reportsRepository := reports.NewRepository(db)
+	serveResolver := reports.NewServeResolver(reportsRepository)
+	gqlserveResolver := &gqlserve.Resolver{
+		Reports: serveResolver,
 	}
-	server := app.NewServer(cfg, logger, db, checker, graphQLEndpoints)
+	gqlserveSchema := gqlserve.NewSchema(gqlserveResolver)
+	lookupsResolver := reports.NewLookupsResolver(reportsRepository)
+	gqllookupsResolver := &gqllookups.Resolver{
+		Lookups: lookupsResolver,
+	}
+	gqllookupsSchema := gqllookups.NewSchema(gqllookupsResolver)
+	graphQLEndpoints := app.GraphQLEndpoints{
+		Public:  schema,
+		Serve:   gqlserveSchema,
+		Lookups: gqllookupsSchema,
+	}
+	exporter, cleanup4 := reports.NewExporter(db, logger)
+	server := app.NewServer(cfg, logger, db, checker, graphQLEndpoints, meterProvider, exporter)
 	return server, func() {
+		cleanup4()
+		cleanup3()
 		cleanup2()
 		cleanup()
 	}, nil

@@ -15,13 +15,17 @@ import (
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
+	"github.com/emsanalytics/emsquery/app/gqllookups"
 	"github.com/emsanalytics/emsquery/app/gqlpublic"
+	"github.com/emsanalytics/emsquery/app/gqlserve"
 	"github.com/emsanalytics/emsquery/platform/apierr"
 )
 
 // GraphQLEndpoints are the executable schemas, one per GraphQL path.
 type GraphQLEndpoints struct {
-	Public gqlpublic.Schema
+	Public  gqlpublic.Schema
+	Serve   gqlserve.Schema   // /serve/graphql: the reporting client's main report
+	Lookups gqllookups.Schema // /lookups/graphql: the reporting client's drop-down lists
 }
 
 // newGraphQLServer builds the gqlgen server shared by every endpoint's schema: explicit
@@ -33,6 +37,7 @@ func newGraphQLServer(es graphql.ExecutableSchema, log *slog.Logger) *handler.Se
 	srv.SetQueryCache(lru.New[*ast.QueryDocument](1000))
 	srv.Use(extension.Introspection{})
 	srv.Use(extension.AutomaticPersistedQuery{Cache: lru.New[string](1000)})
+	srv.Use(graphQLMetrics{})
 	srv.SetErrorPresenter(presentError(log))
 	srv.SetRecoverFunc(func(ctx context.Context, p any) error {
 		return fmt.Errorf("panic in resolver: %v", p)

@@ -32,15 +32,15 @@ func healthz(db *database.DB) fiber.Handler {
 
 // healthReason is a short, safe description of why the database check failed.
 func healthReason(err error) string {
-	if errors.Is(err, context.DeadlineExceeded) {
-		return "no answer within 2s"
-	}
 	var ae *apierr.Error
 	if errors.As(err, &ae) && ae.Code == apierr.ServiceUnavailable {
 		if errors.Is(err, context.DeadlineExceeded) {
 			return "no free connection"
 		}
 		return "unreachable"
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return "no answer within 2s"
 	}
 	return "error"
 }

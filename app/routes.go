@@ -7,17 +7,20 @@ import (
 	"github.com/gofiber/fiber/v2/middleware/cors"
 	"github.com/gofiber/fiber/v2/middleware/recover"
 	"github.com/gofiber/fiber/v2/middleware/requestid"
+	"github.com/gofiber/fiber/v2/utils"
 
+	"github.com/emsanalytics/emsquery/modules/reports"
 	"github.com/emsanalytics/emsquery/platform/auth"
 	"github.com/emsanalytics/emsquery/platform/database"
 )
 
-func (s *Server) routes(db *database.DB, checker *auth.Checker, graphs GraphQLEndpoints) {
+func (s *Server) routes(db *database.DB, checker *auth.Checker, graphs GraphQLEndpoints, export *reports.Exporter) {
 	f, cfg := s.fiber, s.cfg
 	if rp := string(cfg.App.RootPath); rp != "" {
 		f.Use(stripRootPath(rp))
 	}
-	f.Use(saneRequestID, requestid.New(), requestContext, accessLog(s.log))
+	f.Use(s.metrics.handler)
+	f.Use(saneRequestID, requestid.New(requestid.Config{Generator: utils.UUIDv4}), requestContext, accessLog(s.log))
 	f.Use(recover.New(recover.Config{EnableStackTrace: true, StackTraceHandler: recovered(s.log)}))
 	if cfg.Security.CORS.Enabled {
 		f.Use(cors.New(cors.Config{
@@ -34,11 +37,11 @@ func (s *Server) routes(db *database.DB, checker *auth.Checker, graphs GraphQLEn
 		f.Get("/v1/healthz", healthz(db))
 	}
 
+	s.mountGraphiQLAssets()
 	gqlAuth := checker.Require(checker.Allowed, graphQLUnauthorized(checker.Header()))
 	s.mountGraphQL("/graphql", netHTTP(newGraphQLServer(graphs.Public, s.log)), gqlAuth)
-}
+	s.mountGraphQL("/serve/graphql", netHTTP(newGraphQLServer(graphs.Serve, s.log)), gqlAuth)
+	s.mountGraphQL("/lookups/graphql", netHTTP(newGraphQLServer(graphs.Lookups, s.log)), gqlAuth)
 
-// mountGraphQL serves one GraphQL endpoint; every request on it needs the key.
-func (s *Server) mountGraphQL(path string, srv fiber.Handler, gqlAuth fiber.Handler) {
-	s.fiber.All(path, gqlAuth, srv)
+	f.Get("/v1/reports/main-report/export", checker.Require(checker.ExportAllowed, restUnauthorized(exportAuthMessage(checker))), exportMainReport(export, s.log))
 }

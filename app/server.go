@@ -10,7 +10,10 @@ import (
 	"strconv"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/gofiber/fiber/v2/utils"
+	"go.opentelemetry.io/otel/metric"
 
+	"github.com/emsanalytics/emsquery/modules/reports"
 	"github.com/emsanalytics/emsquery/platform/apierr"
 	"github.com/emsanalytics/emsquery/platform/auth"
 	"github.com/emsanalytics/emsquery/platform/config"
@@ -19,13 +22,14 @@ import (
 
 // Server is the HTTP server of the service.
 type Server struct {
-	fiber *fiber.App
-	cfg   *config.Config
-	log   *slog.Logger
+	fiber   *fiber.App
+	cfg     *config.Config
+	log     *slog.Logger
+	metrics *serviceMetrics
 }
 
 // NewServer builds the Fiber app with every route of the service.
-func NewServer(cfg *config.Config, log *slog.Logger, db *database.DB, checker *auth.Checker, graphs GraphQLEndpoints) *Server {
+func NewServer(cfg *config.Config, log *slog.Logger, db *database.DB, checker *auth.Checker, graphs GraphQLEndpoints, mp metric.MeterProvider, export *reports.Exporter) *Server {
 	f := fiber.New(fiber.Config{
 		AppName:               "emsquery",
 		DisableStartupMessage: true,
@@ -34,8 +38,8 @@ func NewServer(cfg *config.Config, log *slog.Logger, db *database.DB, checker *a
 		// Proxies in front may keep connections open; idle ones are closed after this.
 		IdleTimeout: 2 * 60e9,
 	})
-	s := &Server{fiber: f, cfg: cfg, log: log}
-	s.routes(db, checker, graphs)
+	s := &Server{fiber: f, cfg: cfg, log: log, metrics: newServiceMetrics(mp, log)}
+	s.routes(db, checker, graphs, export)
 	if cfg.WeakKey() {
 		log.Warn("AUTHENTICATION__API_KEY is shorter than 32 characters; choose a long random value",
 			"min_length", config.MinKeyLength)
@@ -83,7 +87,18 @@ func restError(log *slog.Logger) fiber.ErrorHandler {
 				log.ErrorContext(c.UserContext(), "request failed", "error", err.Error(), "path", c.Path())
 			}
 		}
-		return c.Status(apierr.Status(code)).JSON(apierr.NewBody(code, msg))
+		status := apierr.Status(code)
+		if err := c.Status(status).JSON(apierr.NewBody(code, msg)); err != nil {
+			return err
+		}
+		// Errors raised by the HTTP layer itself (body too large, malformed request) reach this
+		// handler without passing the middleware: give them a request id and an access line too.
+		if len(c.Response().Header.Peek(fiber.HeaderXRequestID)) == 0 {
+			id := utils.UUIDv4()
+			c.Set(fiber.HeaderXRequestID, id)
+			log.Info("request", "method", c.Method(), "path", c.Path(), "status", status, "request_id", id)
+		}
+		return nil
 	}
 }
 

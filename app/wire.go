@@ -3,11 +3,15 @@ package app
 import (
 	"github.com/google/wire"
 
+	"github.com/emsanalytics/emsquery/app/gqllookups"
 	"github.com/emsanalytics/emsquery/app/gqlpublic"
+	"github.com/emsanalytics/emsquery/app/gqlserve"
 )
 
 var ProviderSet = wire.NewSet(
 	NewServer,
 	wire.Struct(new(GraphQLEndpoints), "*"),
 	gqlpublic.NewSchema, wire.Struct(new(gqlpublic.Resolver), "*"),
+	gqlserve.NewSchema, wire.Struct(new(gqlserve.Resolver), "*"),
+	gqllookups.NewSchema, wire.Struct(new(gqllookups.Resolver), "*"),
 )

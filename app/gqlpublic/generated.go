@@ -14,6 +14,8 @@ import (
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/introspection"
+	"github.com/emsanalytics/emsquery/modules/patients"
+	"github.com/emsanalytics/emsquery/modules/resources"
 	"github.com/emsanalytics/emsquery/modules/stats"
 	gqlparser "github.com/vektah/gqlparser/v2"
 	"github.com/vektah/gqlparser/v2/ast"
@@ -46,17 +48,76 @@ type DirectiveRoot struct {
 }
 
 type ComplexityRoot struct {
+	DistinctValue struct {
+		Column func(childComplexity int) int
+		Value  func(childComplexity int) int
+	}
+
+	Oxygen struct {
+		AdministeredAt func(childComplexity int) int
+		FlowRate       func(childComplexity int) int
+		RecordID       func(childComplexity int) int
+		Route          func(childComplexity int) int
+		SkOxygen       func(childComplexity int) int
+	}
+
+	Patient struct {
+		Age         func(childComplexity int) int
+		DateOfBirth func(childComplexity int) int
+		Gender      func(childComplexity int) int
+		SkPatient   func(childComplexity int) int
+		Weight      func(childComplexity int) int
+	}
+
 	Query struct {
-		RecordsCount func(childComplexity int, station *string) int
+		DistinctValues   func(childComplexity int, columns []string, startDate string, endDate string, useOr *bool, filters []*stats.Filter) int
+		Oxygens          func(childComplexity int, distinctFields []string) int
+		Patients         func(childComplexity int) int
+		RecordsCount     func(childComplexity int, station *string) int
+		Resources        func(childComplexity int) int
+		StationResources func(childComplexity int) int
+		UniqueCounts     func(childComplexity int, columns []string, startDate string, endDate string, useOr *bool, filters []*stats.Filter) int
 	}
 
 	RecordsCount struct {
 		Count func(childComplexity int) int
 	}
+
+	Resource struct {
+		Callsign   func(childComplexity int) int
+		ResourceID func(childComplexity int) int
+		SkResource func(childComplexity int) int
+		Station    func(childComplexity int) int
+		StationID  func(childComplexity int) int
+		ValidFrom  func(childComplexity int) int
+		ValidTo    func(childComplexity int) int
+	}
+
+	StationResource struct {
+		ResourceID func(childComplexity int) int
+	}
+
+	StationResources struct {
+		Resources   func(childComplexity int) int
+		StationID   func(childComplexity int) int
+		StationName func(childComplexity int) int
+	}
+
+	UniqueCount struct {
+		Column func(childComplexity int) int
+		Count  func(childComplexity int) int
+		Value  func(childComplexity int) int
+	}
 }
 
 type QueryResolver interface {
+	DistinctValues(ctx context.Context, columns []string, startDate string, endDate string, useOr *bool, filters []*stats.Filter) ([]*stats.DistinctValue, error)
+	UniqueCounts(ctx context.Context, columns []string, startDate string, endDate string, useOr *bool, filters []*stats.Filter) ([]*stats.UniqueCount, error)
 	RecordsCount(ctx context.Context, station *string) (*stats.RecordsCount, error)
+	Resources(ctx context.Context) ([]*resources.Resource, error)
+	StationResources(ctx context.Context) ([]*resources.StationResources, error)
+	Patients(ctx context.Context) ([]*patients.Patient, error)
+	Oxygens(ctx context.Context, distinctFields []string) ([]*patients.Oxygen, error)
 }
 
 type executableSchema struct {
@@ -78,6 +139,109 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 	_ = ec
 	switch typeName + "." + field {
 
+	case "DistinctValue.column":
+		if e.complexity.DistinctValue.Column == nil {
+			break
+		}
+
+		return e.complexity.DistinctValue.Column(childComplexity), true
+	case "DistinctValue.value":
+		if e.complexity.DistinctValue.Value == nil {
+			break
+		}
+
+		return e.complexity.DistinctValue.Value(childComplexity), true
+
+	case "Oxygen.administered_at":
+		if e.complexity.Oxygen.AdministeredAt == nil {
+			break
+		}
+
+		return e.complexity.Oxygen.AdministeredAt(childComplexity), true
+	case "Oxygen.flow_rate":
+		if e.complexity.Oxygen.FlowRate == nil {
+			break
+		}
+
+		return e.complexity.Oxygen.FlowRate(childComplexity), true
+	case "Oxygen.record_id":
+		if e.complexity.Oxygen.RecordID == nil {
+			break
+		}
+
+		return e.complexity.Oxygen.RecordID(childComplexity), true
+	case "Oxygen.route":
+		if e.complexity.Oxygen.Route == nil {
+			break
+		}
+
+		return e.complexity.Oxygen.Route(childComplexity), true
+	case "Oxygen.sk_oxygen":
+		if e.complexity.Oxygen.SkOxygen == nil {
+			break
+		}
+
+		return e.complexity.Oxygen.SkOxygen(childComplexity), true
+
+	case "Patient.age":
+		if e.complexity.Patient.Age == nil {
+			break
+		}
+
+		return e.complexity.Patient.Age(childComplexity), true
+	case "Patient.date_of_birth":
+		if e.complexity.Patient.DateOfBirth == nil {
+			break
+		}
+
+		return e.complexity.Patient.DateOfBirth(childComplexity), true
+	case "Patient.gender":
+		if e.complexity.Patient.Gender == nil {
+			break
+		}
+
+		return e.complexity.Patient.Gender(childComplexity), true
+	case "Patient.sk_patient":
+		if e.complexity.Patient.SkPatient == nil {
+			break
+		}
+
+		return e.complexity.Patient.SkPatient(childComplexity), true
+	case "Patient.weight":
+		if e.complexity.Patient.Weight == nil {
+			break
+		}
+
+		return e.complexity.Patient.Weight(childComplexity), true
+
+	case "Query.distinct_values":
+		if e.complexity.Query.DistinctValues == nil {
+			break
+		}
+
+		args, err := ec.field_Query_distinct_values_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.complexity.Query.DistinctValues(childComplexity, args["columns"].([]string), args["start_date"].(string), args["end_date"].(string), args["use_or"].(*bool), args["filters"].([]*stats.Filter)), true
+	case "Query.oxygens":
+		if e.complexity.Query.Oxygens == nil {
+			break
+		}
+
+		args, err := ec.field_Query_oxygens_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.complexity.Query.Oxygens(childComplexity, args["distinct_fields"].([]string)), true
+	case "Query.patients":
+		if e.complexity.Query.Patients == nil {
+			break
+		}
+
+		return e.complexity.Query.Patients(childComplexity), true
 	case "Query.records_count":
 		if e.complexity.Query.RecordsCount == nil {
 			break
@@ -89,6 +253,29 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.complexity.Query.RecordsCount(childComplexity, args["station"].(*string)), true
+	case "Query.resources":
+		if e.complexity.Query.Resources == nil {
+			break
+		}
+
+		return e.complexity.Query.Resources(childComplexity), true
+	case "Query.station_resources":
+		if e.complexity.Query.StationResources == nil {
+			break
+		}
+
+		return e.complexity.Query.StationResources(childComplexity), true
+	case "Query.unique_counts":
+		if e.complexity.Query.UniqueCounts == nil {
+			break
+		}
+
+		args, err := ec.field_Query_unique_counts_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.complexity.Query.UniqueCounts(childComplexity, args["columns"].([]string), args["start_date"].(string), args["end_date"].(string), args["use_or"].(*bool), args["filters"].([]*stats.Filter)), true
 
 	case "RecordsCount.count":
 		if e.complexity.RecordsCount.Count == nil {
@@ -97,6 +284,94 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.complexity.RecordsCount.Count(childComplexity), true
 
+	case "Resource.callsign":
+		if e.complexity.Resource.Callsign == nil {
+			break
+		}
+
+		return e.complexity.Resource.Callsign(childComplexity), true
+	case "Resource.resource_id":
+		if e.complexity.Resource.ResourceID == nil {
+			break
+		}
+
+		return e.complexity.Resource.ResourceID(childComplexity), true
+	case "Resource.sk_resource":
+		if e.complexity.Resource.SkResource == nil {
+			break
+		}
+
+		return e.complexity.Resource.SkResource(childComplexity), true
+	case "Resource.station":
+		if e.complexity.Resource.Station == nil {
+			break
+		}
+
+		return e.complexity.Resource.Station(childComplexity), true
+	case "Resource.station_id":
+		if e.complexity.Resource.StationID == nil {
+			break
+		}
+
+		return e.complexity.Resource.StationID(childComplexity), true
+	case "Resource.valid_from":
+		if e.complexity.Resource.ValidFrom == nil {
+			break
+		}
+
+		return e.complexity.Resource.ValidFrom(childComplexity), true
+	case "Resource.valid_to":
+		if e.complexity.Resource.ValidTo == nil {
+			break
+		}
+
+		return e.complexity.Resource.ValidTo(childComplexity), true
+
+	case "StationResource.resource_id":
+		if e.complexity.StationResource.ResourceID == nil {
+			break
+		}
+
+		return e.complexity.StationResource.ResourceID(childComplexity), true
+
+	case "StationResources.resources":
+		if e.complexity.StationResources.Resources == nil {
+			break
+		}
+
+		return e.complexity.StationResources.Resources(childComplexity), true
+	case "StationResources.station_id":
+		if e.complexity.StationResources.StationID == nil {
+			break
+		}
+
+		return e.complexity.StationResources.StationID(childComplexity), true
+	case "StationResources.station_name":
+		if e.complexity.StationResources.StationName == nil {
+			break
+		}
+
+		return e.complexity.StationResources.StationName(childComplexity), true
+
+	case "UniqueCount.column":
+		if e.complexity.UniqueCount.Column == nil {
+			break
+		}
+
+		return e.complexity.UniqueCount.Column(childComplexity), true
+	case "UniqueCount.count":
+		if e.complexity.UniqueCount.Count == nil {
+			break
+		}
+
+		return e.complexity.UniqueCount.Count(childComplexity), true
+	case "UniqueCount.value":
+		if e.complexity.UniqueCount.Value == nil {
+			break
+		}
+
+		return e.complexity.UniqueCount.Value(childComplexity), true
+
 	}
 	return 0, false
 }
@@ -104,7 +379,9 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 	opCtx := graphql.GetOperationContext(ctx)
 	ec := executionContext{opCtx, e, 0, 0, make(chan graphql.DeferredResult)}
-	inputUnmarshalMap := graphql.BuildUnmarshalerMap()
+	inputUnmarshalMap := graphql.BuildUnmarshalerMap(
+		ec.unmarshalInputFilter,
+	)
 	first := true
 
 	switch opCtx.Operation.Operation {
@@ -198,7 +475,74 @@ func sourceData(filename string) string {
 
 var sources = []*ast.Source{
 	{Name: "schema.graphqls", Input: sourceData("schema.graphqls"), BuiltIn: false},
+	{Name: "../../modules/stats/filter.graphqls", Input: `# Types shared by every endpoint that selects mission records with a date range and filters
+# (distinct_values and unique_counts here; the reporting endpoint may include this file alone).
+
+"""
+A condition on one queryable column: ` + "`" + `column operator value` + "`" + `. The value is a string (numbers
+too) converted to the column's type before comparing: "10" is greater than "9.5" for distance,
+"true"/"false" for booleans, "YYYY-MM-DD" or "YYYY-MM-DD HH:MM:SS" for occurred_at. A NULL in the
+record never matches.
+"""
+input Filter {
+  "A queryable column (see distinct_values)."
+  column: String!
+  "The value to compare with, as a string."
+  value: String!
+  operator: FilterOperator!
+}
+
+"How a filter compares the column with its value."
+enum FilterOperator {
+  EQUALS
+  GREATER_THAN
+  LESS_THAN
+  GREATER_THAN_OR_EQUAL
+  LESS_THAN_OR_EQUAL
+}
+`, BuiltIn: false},
 	{Name: "../../modules/stats/stats.graphqls", Input: `extend type Query {
+  """
+  The distinct values of each requested column among the records with start_date <=
+  occurred_at::date <= end_date that match the filters (all of them, or any of them when use_or
+  is true). NULL is a value too. Columns come in the order requested (a column named twice is
+  answered once), each column's values ascending by the column's type (numbers by number, text
+  by the database collation, times by time), NULL last. No matching record: an empty list.
+
+  Queryable columns: station, station_id, degree_of_urgency, distance, response_time_s,
+  municipality, transported, occurred_at, callsign, resource_id, gender, age.
+  """
+  distinct_values(
+    "Columns to list; at least one."
+    columns: [String!]!
+    "First day included, YYYY-MM-DD."
+    start_date: String!
+    "Last day included, YYYY-MM-DD."
+    end_date: String!
+    "true: a record matching any filter is included; false: all filters must match."
+    use_or: Boolean = false
+    "Extra conditions, combined by use_or; the date range always applies."
+    filters: [Filter!]
+  ): [DistinctValue!]
+
+  """
+  For each requested column and each of its distinct values among the matching records (as in
+  distinct_values), the number of matching records with that value. Columns in the order
+  requested, then count descending, then value ascending by type with NULL last.
+  """
+  unique_counts(
+    "Columns to count by; at least one."
+    columns: [String!]!
+    "First day included, YYYY-MM-DD."
+    start_date: String!
+    "Last day included, YYYY-MM-DD."
+    end_date: String!
+    "true: a record matching any filter is included; false: all filters must match."
+    use_or: Boolean = false
+    "Extra conditions, combined by use_or; the date range always applies."
+    filters: [Filter!]
+  ): [UniqueCount!]
+
   """
   Number of mission records, of one station (exact, case-sensitive name) or, when station is
   omitted or null, of all stations. An unknown station counts 0.
@@ -206,8 +550,130 @@ var sources = []*ast.Source{
   records_count(station: String): RecordsCount!
 }
 
+type DistinctValue {
+  column: String!
+  "The database's text form of the value (send it back as a filter value to match it); null for NULL."
+  value: String
+}
+
+type UniqueCount {
+  column: String!
+  "Matching records with this value."
+  count: Int!
+  "The database's text form of the value; null for NULL."
+  value: String
+}
+
 type RecordsCount {
   count: Int!
+}
+`, BuiltIn: false},
+	{Name: "../../modules/resources/resources.graphqls", Input: `extend type Query {
+  """
+  Every version of every resource (dim_resource: one row per resource and station period),
+  ordered by sk_resource. No arguments, no paging.
+  """
+  resources: [Resource!]!
+
+  """
+  Every station (dim_station), ordered by station_id, with the resources stationed there. A
+  station without resources has an empty resources list.
+  """
+  station_resources: [StationResources!]!
+}
+
+"""
+One version of a resource (vehicle, unit). When a resource moves station the ETL adds a version
+with a new sk_resource and the same resource_id.
+"""
+type Resource {
+  "Surrogate key of this version (dim_resource.sk_resource)."
+  sk_resource: Int!
+  "Stable id of the resource, shared by all its versions."
+  resource_id: Int!
+  "Radio call sign of the resource."
+  callsign: String!
+  "Id of the station of this version; null when the resource is not stationed."
+  station_id: Int
+  "Name of the station of this version; null when the resource is not stationed."
+  station: String
+  "First day this version is valid, as YYYY-MM-DD."
+  valid_from: String!
+  "Last day this version is valid, as YYYY-MM-DD; null for the current version."
+  valid_to: String
+}
+
+"A station and the resources stationed there."
+type StationResources {
+  "Id of the station (dim_station.station_id)."
+  station_id: Int!
+  "Name of the station, exactly as stored (any Unicode, quotes and line breaks included)."
+  station_name: String!
+  """
+  The resource versions whose station_id is this station, ordered by resource_id then
+  sk_resource. A resource_id appears once per version, so it can appear more than once.
+  Empty when the station has no resources.
+  """
+  resources: [StationResource!]!
+}
+
+"A resource version stationed at a station."
+type StationResource {
+  "Stable id of the resource."
+  resource_id: Int!
+}
+`, BuiltIn: false},
+	{Name: "../../modules/patients/patients.graphqls", Input: `extend type Query {
+  "Every patient (dim_patient), ordered by sk_patient. No arguments, no paging."
+  patients: [Patient!]!
+
+  """
+  Oxygen administrations (fact_oxygen).
+
+  Without distinct_fields (omitted, null or an empty list): every row, ordered by sk_oxygen.
+
+  With distinct_fields: one object per distinct combination of the named columns, ordered by
+  those columns in the order given (ascending, the database's collation for text, NULL last);
+  every field not named is null, sk_oxygen included. Accepted names are exactly the columns of
+  fact_oxygen: sk_oxygen, record_id, route, flow_rate, administered_at (case-sensitive); a name
+  given twice counts once. Any other name is refused with BAD_USER_INPUT, naming it.
+  """
+  oxygens(distinct_fields: [String!]): [Oxygen!]!
+}
+
+"A patient."
+type Patient {
+  "Surrogate key of the patient (dim_patient.sk_patient)."
+  sk_patient: Int!
+  "Age in years; null when unknown."
+  age: Int
+  "Date of birth as YYYY-MM-DD; null when unknown."
+  date_of_birth: String
+  "Gender: female, male, other or unknown, as stored; null when not recorded."
+  gender: String
+  "Weight in kg, one decimal; null when unknown."
+  weight: Float
+}
+
+"""
+One oxygen administration, or, with distinct_fields, one distinct combination of the named
+columns. Every field is nullable: a field not named in distinct_fields is always null.
+"""
+type Oxygen {
+  "Surrogate key of the administration (fact_oxygen.sk_oxygen)."
+  sk_oxygen: Int
+  "The mission record the administration belongs to (fact_record.record_id)."
+  record_id: Int
+  "How the oxygen was given, e.g. nasal cannula, mask, non-rebreather mask, bag-valve mask."
+  route: String
+  "Flow rate in litres per minute."
+  flow_rate: Float
+  """
+  When the oxygen was given: local time of the region as stored, no time zone, written
+  YYYY-MM-DD HH:MM:SS (PostgreSQL's text form: fractional seconds follow only when stored,
+  e.g. 2024-03-01 00:10:00.5).
+  """
+  administered_at: String
 }
 `, BuiltIn: false},
 }
@@ -228,6 +694,48 @@ func (ec *executionContext) field_Query___type_args(ctx context.Context, rawArgs
 	return args, nil
 }
 
+func (ec *executionContext) field_Query_distinct_values_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "columns", ec.unmarshalNString2ᚕstringᚄ)
+	if err != nil {
+		return nil, err
+	}
+	args["columns"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "start_date", ec.unmarshalNString2string)
+	if err != nil {
+		return nil, err
+	}
+	args["start_date"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "end_date", ec.unmarshalNString2string)
+	if err != nil {
+		return nil, err
+	}
+	args["end_date"] = arg2
+	arg3, err := graphql.ProcessArgField(ctx, rawArgs, "use_or", ec.unmarshalOBoolean2ᚖbool)
+	if err != nil {
+		return nil, err
+	}
+	args["use_or"] = arg3
+	arg4, err := graphql.ProcessArgField(ctx, rawArgs, "filters", ec.unmarshalOFilter2ᚕᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋstatsᚐFilterᚄ)
+	if err != nil {
+		return nil, err
+	}
+	args["filters"] = arg4
+	return args, nil
+}
+
+func (ec *executionContext) field_Query_oxygens_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "distinct_fields", ec.unmarshalOString2ᚕstringᚄ)
+	if err != nil {
+		return nil, err
+	}
+	args["distinct_fields"] = arg0
+	return args, nil
+}
+
 func (ec *executionContext) field_Query_records_count_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -236,6 +744,37 @@ func (ec *executionContext) field_Query_records_count_args(ctx context.Context, 
 		return nil, err
 	}
 	args["station"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Query_unique_counts_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "columns", ec.unmarshalNString2ᚕstringᚄ)
+	if err != nil {
+		return nil, err
+	}
+	args["columns"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "start_date", ec.unmarshalNString2string)
+	if err != nil {
+		return nil, err
+	}
+	args["start_date"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "end_date", ec.unmarshalNString2string)
+	if err != nil {
+		return nil, err
+	}
+	args["end_date"] = arg2
+	arg3, err := graphql.ProcessArgField(ctx, rawArgs, "use_or", ec.unmarshalOBoolean2ᚖbool)
+	if err != nil {
+		return nil, err
+	}
+	args["use_or"] = arg3
+	arg4, err := graphql.ProcessArgField(ctx, rawArgs, "filters", ec.unmarshalOFilter2ᚕᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋstatsᚐFilterᚄ)
+	if err != nil {
+		return nil, err
+	}
+	args["filters"] = arg4
 	return args, nil
 }
 
@@ -291,6 +830,450 @@ func (ec *executionContext) field___Type_fields_args(ctx context.Context, rawArg
 
 // region    **************************** field.gotpl *****************************
 
+func (ec *executionContext) _DistinctValue_column(ctx context.Context, field graphql.CollectedField, obj *stats.DistinctValue) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		ec.fieldContext_DistinctValue_column,
+		func(ctx context.Context) (any, error) {
+			return obj.Column, nil
+		},
+		nil,
+		ec.marshalNString2string,
+		true,
+		true,
+	)
+}
+
+func (ec *executionContext) fieldContext_DistinctValue_column(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "DistinctValue",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return nil, errors.New("field of type String does not have child fields")
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _DistinctValue_value(ctx context.Context, field graphql.CollectedField, obj *stats.DistinctValue) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		ec.fieldContext_DistinctValue_value,
+		func(ctx context.Context) (any, error) {
+			return obj.Value, nil
+		},
+		nil,
+		ec.marshalOString2ᚖstring,
+		true,
+		false,
+	)
+}
+
+func (ec *executionContext) fieldContext_DistinctValue_value(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "DistinctValue",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return nil, errors.New("field of type String does not have child fields")
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Oxygen_sk_oxygen(ctx context.Context, field graphql.CollectedField, obj *patients.Oxygen) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		ec.fieldContext_Oxygen_sk_oxygen,
+		func(ctx context.Context) (any, error) {
+			return obj.SkOxygen, nil
+		},
+		nil,
+		ec.marshalOInt2ᚖint64,
+		true,
+		false,
+	)
+}
+
+func (ec *executionContext) fieldContext_Oxygen_sk_oxygen(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Oxygen",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return nil, errors.New("field of type Int does not have child fields")
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Oxygen_record_id(ctx context.Context, field graphql.CollectedField, obj *patients.Oxygen) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		ec.fieldContext_Oxygen_record_id,
+		func(ctx context.Context) (any, error) {
+			return obj.RecordID, nil
+		},
+		nil,
+		ec.marshalOInt2ᚖint64,
+		true,
+		false,
+	)
+}
+
+func (ec *executionContext) fieldContext_Oxygen_record_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Oxygen",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return nil, errors.New("field of type Int does not have child fields")
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Oxygen_route(ctx context.Context, field graphql.CollectedField, obj *patients.Oxygen) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		ec.fieldContext_Oxygen_route,
+		func(ctx context.Context) (any, error) {
+			return obj.Route, nil
+		},
+		nil,
+		ec.marshalOString2ᚖstring,
+		true,
+		false,
+	)
+}
+
+func (ec *executionContext) fieldContext_Oxygen_route(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Oxygen",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return nil, errors.New("field of type String does not have child fields")
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Oxygen_flow_rate(ctx context.Context, field graphql.CollectedField, obj *patients.Oxygen) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		ec.fieldContext_Oxygen_flow_rate,
+		func(ctx context.Context) (any, error) {
+			return obj.FlowRate, nil
+		},
+		nil,
+		ec.marshalOFloat2ᚖfloat64,
+		true,
+		false,
+	)
+}
+
+func (ec *executionContext) fieldContext_Oxygen_flow_rate(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Oxygen",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return nil, errors.New("field of type Float does not have child fields")
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Oxygen_administered_at(ctx context.Context, field graphql.CollectedField, obj *patients.Oxygen) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		ec.fieldContext_Oxygen_administered_at,
+		func(ctx context.Context) (any, error) {
+			return obj.AdministeredAt, nil
+		},
+		nil,
+		ec.marshalOString2ᚖstring,
+		true,
+		false,
+	)
+}
+
+func (ec *executionContext) fieldContext_Oxygen_administered_at(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Oxygen",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return nil, errors.New("field of type String does not have child fields")
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Patient_sk_patient(ctx context.Context, field graphql.CollectedField, obj *patients.Patient) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		ec.fieldContext_Patient_sk_patient,
+		func(ctx context.Context) (any, error) {
+			return obj.SkPatient, nil
+		},
+		nil,
+		ec.marshalNInt2int64,
+		true,
+		true,
+	)
+}
+
+func (ec *executionContext) fieldContext_Patient_sk_patient(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Patient",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return nil, errors.New("field of type Int does not have child fields")
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Patient_age(ctx context.Context, field graphql.CollectedField, obj *patients.Patient) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		ec.fieldContext_Patient_age,
+		func(ctx context.Context) (any, error) {
+			return obj.Age, nil
+		},
+		nil,
+		ec.marshalOInt2ᚖint32,
+		true,
+		false,
+	)
+}
+
+func (ec *executionContext) fieldContext_Patient_age(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Patient",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return nil, errors.New("field of type Int does not have child fields")
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Patient_date_of_birth(ctx context.Context, field graphql.CollectedField, obj *patients.Patient) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		ec.fieldContext_Patient_date_of_birth,
+		func(ctx context.Context) (any, error) {
+			return obj.DateOfBirth, nil
+		},
+		nil,
+		ec.marshalOString2ᚖstring,
+		true,
+		false,
+	)
+}
+
+func (ec *executionContext) fieldContext_Patient_date_of_birth(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Patient",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return nil, errors.New("field of type String does not have child fields")
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Patient_gender(ctx context.Context, field graphql.CollectedField, obj *patients.Patient) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		ec.fieldContext_Patient_gender,
+		func(ctx context.Context) (any, error) {
+			return obj.Gender, nil
+		},
+		nil,
+		ec.marshalOString2ᚖstring,
+		true,
+		false,
+	)
+}
+
+func (ec *executionContext) fieldContext_Patient_gender(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Patient",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return nil, errors.New("field of type String does not have child fields")
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Patient_weight(ctx context.Context, field graphql.CollectedField, obj *patients.Patient) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		ec.fieldContext_Patient_weight,
+		func(ctx context.Context) (any, error) {
+			return obj.Weight, nil
+		},
+		nil,
+		ec.marshalOFloat2ᚖfloat64,
+		true,
+		false,
+	)
+}
+
+func (ec *executionContext) fieldContext_Patient_weight(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Patient",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return nil, errors.New("field of type Float does not have child fields")
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_distinct_values(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		ec.fieldContext_Query_distinct_values,
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.resolvers.Query().DistinctValues(ctx, fc.Args["columns"].([]string), fc.Args["start_date"].(string), fc.Args["end_date"].(string), fc.Args["use_or"].(*bool), fc.Args["filters"].([]*stats.Filter))
+		},
+		nil,
+		ec.marshalODistinctValue2ᚕᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋstatsᚐDistinctValueᚄ,
+		true,
+		false,
+	)
+}
+
+func (ec *executionContext) fieldContext_Query_distinct_values(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			switch field.Name {
+			case "column":
+				return ec.fieldContext_DistinctValue_column(ctx, field)
+			case "value":
+				return ec.fieldContext_DistinctValue_value(ctx, field)
+			}
+			return nil, fmt.Errorf("no field named %q was found under type DistinctValue", field.Name)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_distinct_values_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_unique_counts(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		ec.fieldContext_Query_unique_counts,
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.resolvers.Query().UniqueCounts(ctx, fc.Args["columns"].([]string), fc.Args["start_date"].(string), fc.Args["end_date"].(string), fc.Args["use_or"].(*bool), fc.Args["filters"].([]*stats.Filter))
+		},
+		nil,
+		ec.marshalOUniqueCount2ᚕᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋstatsᚐUniqueCountᚄ,
+		true,
+		false,
+	)
+}
+
+func (ec *executionContext) fieldContext_Query_unique_counts(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			switch field.Name {
+			case "column":
+				return ec.fieldContext_UniqueCount_column(ctx, field)
+			case "count":
+				return ec.fieldContext_UniqueCount_count(ctx, field)
+			case "value":
+				return ec.fieldContext_UniqueCount_value(ctx, field)
+			}
+			return nil, fmt.Errorf("no field named %q was found under type UniqueCount", field.Name)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_unique_counts_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Query_records_count(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -330,6 +1313,182 @@ func (ec *executionContext) fieldContext_Query_records_count(ctx context.Context
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_Query_records_count_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_resources(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		ec.fieldContext_Query_resources,
+		func(ctx context.Context) (any, error) {
+			return ec.resolvers.Query().Resources(ctx)
+		},
+		nil,
+		ec.marshalNResource2ᚕᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋresourcesᚐResourceᚄ,
+		true,
+		true,
+	)
+}
+
+func (ec *executionContext) fieldContext_Query_resources(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			switch field.Name {
+			case "sk_resource":
+				return ec.fieldContext_Resource_sk_resource(ctx, field)
+			case "resource_id":
+				return ec.fieldContext_Resource_resource_id(ctx, field)
+			case "callsign":
+				return ec.fieldContext_Resource_callsign(ctx, field)
+			case "station_id":
+				return ec.fieldContext_Resource_station_id(ctx, field)
+			case "station":
+				return ec.fieldContext_Resource_station(ctx, field)
+			case "valid_from":
+				return ec.fieldContext_Resource_valid_from(ctx, field)
+			case "valid_to":
+				return ec.fieldContext_Resource_valid_to(ctx, field)
+			}
+			return nil, fmt.Errorf("no field named %q was found under type Resource", field.Name)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_station_resources(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		ec.fieldContext_Query_station_resources,
+		func(ctx context.Context) (any, error) {
+			return ec.resolvers.Query().StationResources(ctx)
+		},
+		nil,
+		ec.marshalNStationResources2ᚕᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋresourcesᚐStationResourcesᚄ,
+		true,
+		true,
+	)
+}
+
+func (ec *executionContext) fieldContext_Query_station_resources(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			switch field.Name {
+			case "station_id":
+				return ec.fieldContext_StationResources_station_id(ctx, field)
+			case "station_name":
+				return ec.fieldContext_StationResources_station_name(ctx, field)
+			case "resources":
+				return ec.fieldContext_StationResources_resources(ctx, field)
+			}
+			return nil, fmt.Errorf("no field named %q was found under type StationResources", field.Name)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_patients(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		ec.fieldContext_Query_patients,
+		func(ctx context.Context) (any, error) {
+			return ec.resolvers.Query().Patients(ctx)
+		},
+		nil,
+		ec.marshalNPatient2ᚕᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋpatientsᚐPatientᚄ,
+		true,
+		true,
+	)
+}
+
+func (ec *executionContext) fieldContext_Query_patients(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			switch field.Name {
+			case "sk_patient":
+				return ec.fieldContext_Patient_sk_patient(ctx, field)
+			case "age":
+				return ec.fieldContext_Patient_age(ctx, field)
+			case "date_of_birth":
+				return ec.fieldContext_Patient_date_of_birth(ctx, field)
+			case "gender":
+				return ec.fieldContext_Patient_gender(ctx, field)
+			case "weight":
+				return ec.fieldContext_Patient_weight(ctx, field)
+			}
+			return nil, fmt.Errorf("no field named %q was found under type Patient", field.Name)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_oxygens(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		ec.fieldContext_Query_oxygens,
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.resolvers.Query().Oxygens(ctx, fc.Args["distinct_fields"].([]string))
+		},
+		nil,
+		ec.marshalNOxygen2ᚕᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋpatientsᚐOxygenᚄ,
+		true,
+		true,
+	)
+}
+
+func (ec *executionContext) fieldContext_Query_oxygens(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			switch field.Name {
+			case "sk_oxygen":
+				return ec.fieldContext_Oxygen_sk_oxygen(ctx, field)
+			case "record_id":
+				return ec.fieldContext_Oxygen_record_id(ctx, field)
+			case "route":
+				return ec.fieldContext_Oxygen_route(ctx, field)
+			case "flow_rate":
+				return ec.fieldContext_Oxygen_flow_rate(ctx, field)
+			case "administered_at":
+				return ec.fieldContext_Oxygen_administered_at(ctx, field)
+			}
+			return nil, fmt.Errorf("no field named %q was found under type Oxygen", field.Name)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_oxygens_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -468,6 +1627,416 @@ func (ec *executionContext) fieldContext_RecordsCount_count(_ context.Context, f
 		IsResolver: false,
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return nil, errors.New("field of type Int does not have child fields")
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Resource_sk_resource(ctx context.Context, field graphql.CollectedField, obj *resources.Resource) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		ec.fieldContext_Resource_sk_resource,
+		func(ctx context.Context) (any, error) {
+			return obj.SkResource, nil
+		},
+		nil,
+		ec.marshalNInt2int64,
+		true,
+		true,
+	)
+}
+
+func (ec *executionContext) fieldContext_Resource_sk_resource(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Resource",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return nil, errors.New("field of type Int does not have child fields")
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Resource_resource_id(ctx context.Context, field graphql.CollectedField, obj *resources.Resource) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		ec.fieldContext_Resource_resource_id,
+		func(ctx context.Context) (any, error) {
+			return obj.ResourceID, nil
+		},
+		nil,
+		ec.marshalNInt2int32,
+		true,
+		true,
+	)
+}
+
+func (ec *executionContext) fieldContext_Resource_resource_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Resource",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return nil, errors.New("field of type Int does not have child fields")
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Resource_callsign(ctx context.Context, field graphql.CollectedField, obj *resources.Resource) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		ec.fieldContext_Resource_callsign,
+		func(ctx context.Context) (any, error) {
+			return obj.Callsign, nil
+		},
+		nil,
+		ec.marshalNString2string,
+		true,
+		true,
+	)
+}
+
+func (ec *executionContext) fieldContext_Resource_callsign(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Resource",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return nil, errors.New("field of type String does not have child fields")
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Resource_station_id(ctx context.Context, field graphql.CollectedField, obj *resources.Resource) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		ec.fieldContext_Resource_station_id,
+		func(ctx context.Context) (any, error) {
+			return obj.StationID, nil
+		},
+		nil,
+		ec.marshalOInt2ᚖint32,
+		true,
+		false,
+	)
+}
+
+func (ec *executionContext) fieldContext_Resource_station_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Resource",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return nil, errors.New("field of type Int does not have child fields")
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Resource_station(ctx context.Context, field graphql.CollectedField, obj *resources.Resource) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		ec.fieldContext_Resource_station,
+		func(ctx context.Context) (any, error) {
+			return obj.Station, nil
+		},
+		nil,
+		ec.marshalOString2ᚖstring,
+		true,
+		false,
+	)
+}
+
+func (ec *executionContext) fieldContext_Resource_station(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Resource",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return nil, errors.New("field of type String does not have child fields")
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Resource_valid_from(ctx context.Context, field graphql.CollectedField, obj *resources.Resource) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		ec.fieldContext_Resource_valid_from,
+		func(ctx context.Context) (any, error) {
+			return obj.ValidFrom, nil
+		},
+		nil,
+		ec.marshalNString2string,
+		true,
+		true,
+	)
+}
+
+func (ec *executionContext) fieldContext_Resource_valid_from(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Resource",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return nil, errors.New("field of type String does not have child fields")
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Resource_valid_to(ctx context.Context, field graphql.CollectedField, obj *resources.Resource) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		ec.fieldContext_Resource_valid_to,
+		func(ctx context.Context) (any, error) {
+			return obj.ValidTo, nil
+		},
+		nil,
+		ec.marshalOString2ᚖstring,
+		true,
+		false,
+	)
+}
+
+func (ec *executionContext) fieldContext_Resource_valid_to(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Resource",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return nil, errors.New("field of type String does not have child fields")
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _StationResource_resource_id(ctx context.Context, field graphql.CollectedField, obj *resources.StationResource) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		ec.fieldContext_StationResource_resource_id,
+		func(ctx context.Context) (any, error) {
+			return obj.ResourceID, nil
+		},
+		nil,
+		ec.marshalNInt2int32,
+		true,
+		true,
+	)
+}
+
+func (ec *executionContext) fieldContext_StationResource_resource_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "StationResource",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return nil, errors.New("field of type Int does not have child fields")
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _StationResources_station_id(ctx context.Context, field graphql.CollectedField, obj *resources.StationResources) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		ec.fieldContext_StationResources_station_id,
+		func(ctx context.Context) (any, error) {
+			return obj.StationID, nil
+		},
+		nil,
+		ec.marshalNInt2int32,
+		true,
+		true,
+	)
+}
+
+func (ec *executionContext) fieldContext_StationResources_station_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "StationResources",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return nil, errors.New("field of type Int does not have child fields")
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _StationResources_station_name(ctx context.Context, field graphql.CollectedField, obj *resources.StationResources) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		ec.fieldContext_StationResources_station_name,
+		func(ctx context.Context) (any, error) {
+			return obj.StationName, nil
+		},
+		nil,
+		ec.marshalNString2string,
+		true,
+		true,
+	)
+}
+
+func (ec *executionContext) fieldContext_StationResources_station_name(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "StationResources",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return nil, errors.New("field of type String does not have child fields")
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _StationResources_resources(ctx context.Context, field graphql.CollectedField, obj *resources.StationResources) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		ec.fieldContext_StationResources_resources,
+		func(ctx context.Context) (any, error) {
+			return obj.Resources, nil
+		},
+		nil,
+		ec.marshalNStationResource2ᚕgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋresourcesᚐStationResourceᚄ,
+		true,
+		true,
+	)
+}
+
+func (ec *executionContext) fieldContext_StationResources_resources(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "StationResources",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			switch field.Name {
+			case "resource_id":
+				return ec.fieldContext_StationResource_resource_id(ctx, field)
+			}
+			return nil, fmt.Errorf("no field named %q was found under type StationResource", field.Name)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _UniqueCount_column(ctx context.Context, field graphql.CollectedField, obj *stats.UniqueCount) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		ec.fieldContext_UniqueCount_column,
+		func(ctx context.Context) (any, error) {
+			return obj.Column, nil
+		},
+		nil,
+		ec.marshalNString2string,
+		true,
+		true,
+	)
+}
+
+func (ec *executionContext) fieldContext_UniqueCount_column(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "UniqueCount",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return nil, errors.New("field of type String does not have child fields")
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _UniqueCount_count(ctx context.Context, field graphql.CollectedField, obj *stats.UniqueCount) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		ec.fieldContext_UniqueCount_count,
+		func(ctx context.Context) (any, error) {
+			return obj.Count, nil
+		},
+		nil,
+		ec.marshalNInt2int64,
+		true,
+		true,
+	)
+}
+
+func (ec *executionContext) fieldContext_UniqueCount_count(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "UniqueCount",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return nil, errors.New("field of type Int does not have child fields")
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _UniqueCount_value(ctx context.Context, field graphql.CollectedField, obj *stats.UniqueCount) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		ec.fieldContext_UniqueCount_value,
+		func(ctx context.Context) (any, error) {
+			return obj.Value, nil
+		},
+		nil,
+		ec.marshalOString2ᚖstring,
+		true,
+		false,
+	)
+}
+
+func (ec *executionContext) fieldContext_UniqueCount_value(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "UniqueCount",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return nil, errors.New("field of type String does not have child fields")
 		},
 	}
 	return fc, nil
@@ -1919,6 +3488,47 @@ func (ec *executionContext) fieldContext___Type_isOneOf(_ context.Context, field
 
 // region    **************************** input.gotpl *****************************
 
+func (ec *executionContext) unmarshalInputFilter(ctx context.Context, obj any) (stats.Filter, error) {
+	var it stats.Filter
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"column", "value", "operator"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "column":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("column"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Column = data
+		case "value":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("value"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Value = data
+		case "operator":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("operator"))
+			data, err := ec.unmarshalNFilterOperator2githubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋstatsᚐFilterOperator(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Operator = data
+		}
+	}
+
+	return it, nil
+}
+
 // endregion **************************** input.gotpl *****************************
 
 // region    ************************** interface.gotpl ***************************
@@ -1926,6 +3536,138 @@ func (ec *executionContext) fieldContext___Type_isOneOf(_ context.Context, field
 // endregion ************************** interface.gotpl ***************************
 
 // region    **************************** object.gotpl ****************************
+
+var distinctValueImplementors = []string{"DistinctValue"}
+
+func (ec *executionContext) _DistinctValue(ctx context.Context, sel ast.SelectionSet, obj *stats.DistinctValue) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, distinctValueImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := make(map[string]*graphql.FieldSet)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("DistinctValue")
+		case "column":
+			out.Values[i] = ec._DistinctValue_column(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "value":
+			out.Values[i] = ec._DistinctValue_value(ctx, field, obj)
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.deferred, int32(len(deferred)))
+
+	for label, dfs := range deferred {
+		ec.processDeferredGroup(graphql.DeferredGroup{
+			Label:    label,
+			Path:     graphql.GetPath(ctx),
+			FieldSet: dfs,
+			Context:  ctx,
+		})
+	}
+
+	return out
+}
+
+var oxygenImplementors = []string{"Oxygen"}
+
+func (ec *executionContext) _Oxygen(ctx context.Context, sel ast.SelectionSet, obj *patients.Oxygen) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, oxygenImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := make(map[string]*graphql.FieldSet)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Oxygen")
+		case "sk_oxygen":
+			out.Values[i] = ec._Oxygen_sk_oxygen(ctx, field, obj)
+		case "record_id":
+			out.Values[i] = ec._Oxygen_record_id(ctx, field, obj)
+		case "route":
+			out.Values[i] = ec._Oxygen_route(ctx, field, obj)
+		case "flow_rate":
+			out.Values[i] = ec._Oxygen_flow_rate(ctx, field, obj)
+		case "administered_at":
+			out.Values[i] = ec._Oxygen_administered_at(ctx, field, obj)
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.deferred, int32(len(deferred)))
+
+	for label, dfs := range deferred {
+		ec.processDeferredGroup(graphql.DeferredGroup{
+			Label:    label,
+			Path:     graphql.GetPath(ctx),
+			FieldSet: dfs,
+			Context:  ctx,
+		})
+	}
+
+	return out
+}
+
+var patientImplementors = []string{"Patient"}
+
+func (ec *executionContext) _Patient(ctx context.Context, sel ast.SelectionSet, obj *patients.Patient) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, patientImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := make(map[string]*graphql.FieldSet)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Patient")
+		case "sk_patient":
+			out.Values[i] = ec._Patient_sk_patient(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "age":
+			out.Values[i] = ec._Patient_age(ctx, field, obj)
+		case "date_of_birth":
+			out.Values[i] = ec._Patient_date_of_birth(ctx, field, obj)
+		case "gender":
+			out.Values[i] = ec._Patient_gender(ctx, field, obj)
+		case "weight":
+			out.Values[i] = ec._Patient_weight(ctx, field, obj)
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.deferred, int32(len(deferred)))
+
+	for label, dfs := range deferred {
+		ec.processDeferredGroup(graphql.DeferredGroup{
+			Label:    label,
+			Path:     graphql.GetPath(ctx),
+			FieldSet: dfs,
+			Context:  ctx,
+		})
+	}
+
+	return out
+}
 
 var queryImplementors = []string{"Query"}
 
@@ -1946,6 +3688,44 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 		switch field.Name {
 		case "__typename":
 			out.Values[i] = graphql.MarshalString("Query")
+		case "distinct_values":
+			field := field
+
+			innerFunc := func(ctx context.Context, _ *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._Query_distinct_values(ctx, field)
+				return res
+			}
+
+			rrm := func(ctx context.Context) graphql.Marshaler {
+				return ec.OperationContext.RootResolverMiddleware(ctx,
+					func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return rrm(innerCtx) })
+		case "unique_counts":
+			field := field
+
+			innerFunc := func(ctx context.Context, _ *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._Query_unique_counts(ctx, field)
+				return res
+			}
+
+			rrm := func(ctx context.Context) graphql.Marshaler {
+				return ec.OperationContext.RootResolverMiddleware(ctx,
+					func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return rrm(innerCtx) })
 		case "records_count":
 			field := field
 
@@ -1956,6 +3736,94 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 					}
 				}()
 				res = ec._Query_records_count(ctx, field)
+				if res == graphql.Null {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			rrm := func(ctx context.Context) graphql.Marshaler {
+				return ec.OperationContext.RootResolverMiddleware(ctx,
+					func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return rrm(innerCtx) })
+		case "resources":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._Query_resources(ctx, field)
+				if res == graphql.Null {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			rrm := func(ctx context.Context) graphql.Marshaler {
+				return ec.OperationContext.RootResolverMiddleware(ctx,
+					func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return rrm(innerCtx) })
+		case "station_resources":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._Query_station_resources(ctx, field)
+				if res == graphql.Null {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			rrm := func(ctx context.Context) graphql.Marshaler {
+				return ec.OperationContext.RootResolverMiddleware(ctx,
+					func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return rrm(innerCtx) })
+		case "patients":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._Query_patients(ctx, field)
+				if res == graphql.Null {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			rrm := func(ctx context.Context) graphql.Marshaler {
+				return ec.OperationContext.RootResolverMiddleware(ctx,
+					func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return rrm(innerCtx) })
+		case "oxygens":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._Query_oxygens(ctx, field)
 				if res == graphql.Null {
 					atomic.AddUint32(&fs.Invalids, 1)
 				}
@@ -2015,6 +3883,200 @@ func (ec *executionContext) _RecordsCount(ctx context.Context, sel ast.Selection
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.deferred, int32(len(deferred)))
+
+	for label, dfs := range deferred {
+		ec.processDeferredGroup(graphql.DeferredGroup{
+			Label:    label,
+			Path:     graphql.GetPath(ctx),
+			FieldSet: dfs,
+			Context:  ctx,
+		})
+	}
+
+	return out
+}
+
+var resourceImplementors = []string{"Resource"}
+
+func (ec *executionContext) _Resource(ctx context.Context, sel ast.SelectionSet, obj *resources.Resource) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, resourceImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := make(map[string]*graphql.FieldSet)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Resource")
+		case "sk_resource":
+			out.Values[i] = ec._Resource_sk_resource(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "resource_id":
+			out.Values[i] = ec._Resource_resource_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "callsign":
+			out.Values[i] = ec._Resource_callsign(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "station_id":
+			out.Values[i] = ec._Resource_station_id(ctx, field, obj)
+		case "station":
+			out.Values[i] = ec._Resource_station(ctx, field, obj)
+		case "valid_from":
+			out.Values[i] = ec._Resource_valid_from(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "valid_to":
+			out.Values[i] = ec._Resource_valid_to(ctx, field, obj)
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.deferred, int32(len(deferred)))
+
+	for label, dfs := range deferred {
+		ec.processDeferredGroup(graphql.DeferredGroup{
+			Label:    label,
+			Path:     graphql.GetPath(ctx),
+			FieldSet: dfs,
+			Context:  ctx,
+		})
+	}
+
+	return out
+}
+
+var stationResourceImplementors = []string{"StationResource"}
+
+func (ec *executionContext) _StationResource(ctx context.Context, sel ast.SelectionSet, obj *resources.StationResource) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, stationResourceImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := make(map[string]*graphql.FieldSet)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("StationResource")
+		case "resource_id":
+			out.Values[i] = ec._StationResource_resource_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.deferred, int32(len(deferred)))
+
+	for label, dfs := range deferred {
+		ec.processDeferredGroup(graphql.DeferredGroup{
+			Label:    label,
+			Path:     graphql.GetPath(ctx),
+			FieldSet: dfs,
+			Context:  ctx,
+		})
+	}
+
+	return out
+}
+
+var stationResourcesImplementors = []string{"StationResources"}
+
+func (ec *executionContext) _StationResources(ctx context.Context, sel ast.SelectionSet, obj *resources.StationResources) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, stationResourcesImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := make(map[string]*graphql.FieldSet)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("StationResources")
+		case "station_id":
+			out.Values[i] = ec._StationResources_station_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "station_name":
+			out.Values[i] = ec._StationResources_station_name(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "resources":
+			out.Values[i] = ec._StationResources_resources(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.deferred, int32(len(deferred)))
+
+	for label, dfs := range deferred {
+		ec.processDeferredGroup(graphql.DeferredGroup{
+			Label:    label,
+			Path:     graphql.GetPath(ctx),
+			FieldSet: dfs,
+			Context:  ctx,
+		})
+	}
+
+	return out
+}
+
+var uniqueCountImplementors = []string{"UniqueCount"}
+
+func (ec *executionContext) _UniqueCount(ctx context.Context, sel ast.SelectionSet, obj *stats.UniqueCount) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, uniqueCountImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := make(map[string]*graphql.FieldSet)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("UniqueCount")
+		case "column":
+			out.Values[i] = ec._UniqueCount_column(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "count":
+			out.Values[i] = ec._UniqueCount_count(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "value":
+			out.Values[i] = ec._UniqueCount_value(ctx, field, obj)
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -2389,6 +4451,47 @@ func (ec *executionContext) marshalNBoolean2bool(ctx context.Context, sel ast.Se
 	return res
 }
 
+func (ec *executionContext) marshalNDistinctValue2ᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋstatsᚐDistinctValue(ctx context.Context, sel ast.SelectionSet, v *stats.DistinctValue) graphql.Marshaler {
+	if v == nil {
+		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
+			graphql.AddErrorf(ctx, "the requested element is null which the schema does not allow")
+		}
+		return graphql.Null
+	}
+	return ec._DistinctValue(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNFilter2ᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋstatsᚐFilter(ctx context.Context, v any) (*stats.Filter, error) {
+	res, err := ec.unmarshalInputFilter(ctx, v)
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) unmarshalNFilterOperator2githubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋstatsᚐFilterOperator(ctx context.Context, v any) (stats.FilterOperator, error) {
+	var res stats.FilterOperator
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNFilterOperator2githubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋstatsᚐFilterOperator(ctx context.Context, sel ast.SelectionSet, v stats.FilterOperator) graphql.Marshaler {
+	return v
+}
+
+func (ec *executionContext) unmarshalNInt2int32(ctx context.Context, v any) (int32, error) {
+	res, err := graphql.UnmarshalInt32(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNInt2int32(ctx context.Context, sel ast.SelectionSet, v int32) graphql.Marshaler {
+	_ = sel
+	res := graphql.MarshalInt32(v)
+	if res == graphql.Null {
+		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
+			graphql.AddErrorf(ctx, "the requested element is null which the schema does not allow")
+		}
+	}
+	return res
+}
+
 func (ec *executionContext) unmarshalNInt2int64(ctx context.Context, v any) (int64, error) {
 	res, err := graphql.UnmarshalInt64(v)
 	return res, graphql.ErrorOnPath(ctx, err)
@@ -2405,6 +4508,114 @@ func (ec *executionContext) marshalNInt2int64(ctx context.Context, sel ast.Selec
 	return res
 }
 
+func (ec *executionContext) marshalNOxygen2ᚕᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋpatientsᚐOxygenᚄ(ctx context.Context, sel ast.SelectionSet, v []*patients.Oxygen) graphql.Marshaler {
+	ret := make(graphql.Array, len(v))
+	var wg sync.WaitGroup
+	isLen1 := len(v) == 1
+	if !isLen1 {
+		wg.Add(len(v))
+	}
+	for i := range v {
+		i := i
+		fc := &graphql.FieldContext{
+			Index:  &i,
+			Result: &v[i],
+		}
+		ctx := graphql.WithFieldContext(ctx, fc)
+		f := func(i int) {
+			defer func() {
+				if r := recover(); r != nil {
+					ec.Error(ctx, ec.Recover(ctx, r))
+					ret = nil
+				}
+			}()
+			if !isLen1 {
+				defer wg.Done()
+			}
+			ret[i] = ec.marshalNOxygen2ᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋpatientsᚐOxygen(ctx, sel, v[i])
+		}
+		if isLen1 {
+			f(i)
+		} else {
+			go f(i)
+		}
+
+	}
+	wg.Wait()
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNOxygen2ᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋpatientsᚐOxygen(ctx context.Context, sel ast.SelectionSet, v *patients.Oxygen) graphql.Marshaler {
+	if v == nil {
+		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
+			graphql.AddErrorf(ctx, "the requested element is null which the schema does not allow")
+		}
+		return graphql.Null
+	}
+	return ec._Oxygen(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNPatient2ᚕᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋpatientsᚐPatientᚄ(ctx context.Context, sel ast.SelectionSet, v []*patients.Patient) graphql.Marshaler {
+	ret := make(graphql.Array, len(v))
+	var wg sync.WaitGroup
+	isLen1 := len(v) == 1
+	if !isLen1 {
+		wg.Add(len(v))
+	}
+	for i := range v {
+		i := i
+		fc := &graphql.FieldContext{
+			Index:  &i,
+			Result: &v[i],
+		}
+		ctx := graphql.WithFieldContext(ctx, fc)
+		f := func(i int) {
+			defer func() {
+				if r := recover(); r != nil {
+					ec.Error(ctx, ec.Recover(ctx, r))
+					ret = nil
+				}
+			}()
+			if !isLen1 {
+				defer wg.Done()
+			}
+			ret[i] = ec.marshalNPatient2ᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋpatientsᚐPatient(ctx, sel, v[i])
+		}
+		if isLen1 {
+			f(i)
+		} else {
+			go f(i)
+		}
+
+	}
+	wg.Wait()
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNPatient2ᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋpatientsᚐPatient(ctx context.Context, sel ast.SelectionSet, v *patients.Patient) graphql.Marshaler {
+	if v == nil {
+		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
+			graphql.AddErrorf(ctx, "the requested element is null which the schema does not allow")
+		}
+		return graphql.Null
+	}
+	return ec._Patient(ctx, sel, v)
+}
+
 func (ec *executionContext) marshalNRecordsCount2githubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋstatsᚐRecordsCount(ctx context.Context, sel ast.SelectionSet, v stats.RecordsCount) graphql.Marshaler {
 	return ec._RecordsCount(ctx, sel, &v)
 }
@@ -2417,6 +4628,162 @@ func (ec *executionContext) marshalNRecordsCount2ᚖgithubᚗcomᚋemsanalytics�
 		return graphql.Null
 	}
 	return ec._RecordsCount(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNResource2ᚕᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋresourcesᚐResourceᚄ(ctx context.Context, sel ast.SelectionSet, v []*resources.Resource) graphql.Marshaler {
+	ret := make(graphql.Array, len(v))
+	var wg sync.WaitGroup
+	isLen1 := len(v) == 1
+	if !isLen1 {
+		wg.Add(len(v))
+	}
+	for i := range v {
+		i := i
+		fc := &graphql.FieldContext{
+			Index:  &i,
+			Result: &v[i],
+		}
+		ctx := graphql.WithFieldContext(ctx, fc)
+		f := func(i int) {
+			defer func() {
+				if r := recover(); r != nil {
+					ec.Error(ctx, ec.Recover(ctx, r))
+					ret = nil
+				}
+			}()
+			if !isLen1 {
+				defer wg.Done()
+			}
+			ret[i] = ec.marshalNResource2ᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋresourcesᚐResource(ctx, sel, v[i])
+		}
+		if isLen1 {
+			f(i)
+		} else {
+			go f(i)
+		}
+
+	}
+	wg.Wait()
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNResource2ᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋresourcesᚐResource(ctx context.Context, sel ast.SelectionSet, v *resources.Resource) graphql.Marshaler {
+	if v == nil {
+		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
+			graphql.AddErrorf(ctx, "the requested element is null which the schema does not allow")
+		}
+		return graphql.Null
+	}
+	return ec._Resource(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNStationResource2githubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋresourcesᚐStationResource(ctx context.Context, sel ast.SelectionSet, v resources.StationResource) graphql.Marshaler {
+	return ec._StationResource(ctx, sel, &v)
+}
+
+func (ec *executionContext) marshalNStationResource2ᚕgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋresourcesᚐStationResourceᚄ(ctx context.Context, sel ast.SelectionSet, v []resources.StationResource) graphql.Marshaler {
+	ret := make(graphql.Array, len(v))
+	var wg sync.WaitGroup
+	isLen1 := len(v) == 1
+	if !isLen1 {
+		wg.Add(len(v))
+	}
+	for i := range v {
+		i := i
+		fc := &graphql.FieldContext{
+			Index:  &i,
+			Result: &v[i],
+		}
+		ctx := graphql.WithFieldContext(ctx, fc)
+		f := func(i int) {
+			defer func() {
+				if r := recover(); r != nil {
+					ec.Error(ctx, ec.Recover(ctx, r))
+					ret = nil
+				}
+			}()
+			if !isLen1 {
+				defer wg.Done()
+			}
+			ret[i] = ec.marshalNStationResource2githubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋresourcesᚐStationResource(ctx, sel, v[i])
+		}
+		if isLen1 {
+			f(i)
+		} else {
+			go f(i)
+		}
+
+	}
+	wg.Wait()
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNStationResources2ᚕᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋresourcesᚐStationResourcesᚄ(ctx context.Context, sel ast.SelectionSet, v []*resources.StationResources) graphql.Marshaler {
+	ret := make(graphql.Array, len(v))
+	var wg sync.WaitGroup
+	isLen1 := len(v) == 1
+	if !isLen1 {
+		wg.Add(len(v))
+	}
+	for i := range v {
+		i := i
+		fc := &graphql.FieldContext{
+			Index:  &i,
+			Result: &v[i],
+		}
+		ctx := graphql.WithFieldContext(ctx, fc)
+		f := func(i int) {
+			defer func() {
+				if r := recover(); r != nil {
+					ec.Error(ctx, ec.Recover(ctx, r))
+					ret = nil
+				}
+			}()
+			if !isLen1 {
+				defer wg.Done()
+			}
+			ret[i] = ec.marshalNStationResources2ᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋresourcesᚐStationResources(ctx, sel, v[i])
+		}
+		if isLen1 {
+			f(i)
+		} else {
+			go f(i)
+		}
+
+	}
+	wg.Wait()
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNStationResources2ᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋresourcesᚐStationResources(ctx context.Context, sel ast.SelectionSet, v *resources.StationResources) graphql.Marshaler {
+	if v == nil {
+		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
+			graphql.AddErrorf(ctx, "the requested element is null which the schema does not allow")
+		}
+		return graphql.Null
+	}
+	return ec._StationResources(ctx, sel, v)
 }
 
 func (ec *executionContext) unmarshalNString2string(ctx context.Context, v any) (string, error) {
@@ -2433,6 +4800,46 @@ func (ec *executionContext) marshalNString2string(ctx context.Context, sel ast.S
 		}
 	}
 	return res
+}
+
+func (ec *executionContext) unmarshalNString2ᚕstringᚄ(ctx context.Context, v any) ([]string, error) {
+	var vSlice []any
+	vSlice = graphql.CoerceList(v)
+	var err error
+	res := make([]string, len(vSlice))
+	for i := range vSlice {
+		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
+		res[i], err = ec.unmarshalNString2string(ctx, vSlice[i])
+		if err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+func (ec *executionContext) marshalNString2ᚕstringᚄ(ctx context.Context, sel ast.SelectionSet, v []string) graphql.Marshaler {
+	ret := make(graphql.Array, len(v))
+	for i := range v {
+		ret[i] = ec.marshalNString2string(ctx, sel, v[i])
+	}
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNUniqueCount2ᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋstatsᚐUniqueCount(ctx context.Context, sel ast.SelectionSet, v *stats.UniqueCount) graphql.Marshaler {
+	if v == nil {
+		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
+			graphql.AddErrorf(ctx, "the requested element is null which the schema does not allow")
+		}
+		return graphql.Null
+	}
+	return ec._UniqueCount(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalN__Directive2githubᚗcomᚋ99designsᚋgqlgenᚋgraphqlᚋintrospectionᚐDirective(ctx context.Context, sel ast.SelectionSet, v introspection.Directive) graphql.Marshaler {
@@ -2718,6 +5125,160 @@ func (ec *executionContext) marshalOBoolean2ᚖbool(ctx context.Context, sel ast
 	return res
 }
 
+func (ec *executionContext) marshalODistinctValue2ᚕᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋstatsᚐDistinctValueᚄ(ctx context.Context, sel ast.SelectionSet, v []*stats.DistinctValue) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	ret := make(graphql.Array, len(v))
+	var wg sync.WaitGroup
+	isLen1 := len(v) == 1
+	if !isLen1 {
+		wg.Add(len(v))
+	}
+	for i := range v {
+		i := i
+		fc := &graphql.FieldContext{
+			Index:  &i,
+			Result: &v[i],
+		}
+		ctx := graphql.WithFieldContext(ctx, fc)
+		f := func(i int) {
+			defer func() {
+				if r := recover(); r != nil {
+					ec.Error(ctx, ec.Recover(ctx, r))
+					ret = nil
+				}
+			}()
+			if !isLen1 {
+				defer wg.Done()
+			}
+			ret[i] = ec.marshalNDistinctValue2ᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋstatsᚐDistinctValue(ctx, sel, v[i])
+		}
+		if isLen1 {
+			f(i)
+		} else {
+			go f(i)
+		}
+
+	}
+	wg.Wait()
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) unmarshalOFilter2ᚕᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋstatsᚐFilterᚄ(ctx context.Context, v any) ([]*stats.Filter, error) {
+	if v == nil {
+		return nil, nil
+	}
+	var vSlice []any
+	vSlice = graphql.CoerceList(v)
+	var err error
+	res := make([]*stats.Filter, len(vSlice))
+	for i := range vSlice {
+		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
+		res[i], err = ec.unmarshalNFilter2ᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋstatsᚐFilter(ctx, vSlice[i])
+		if err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+func (ec *executionContext) unmarshalOFloat2ᚖfloat64(ctx context.Context, v any) (*float64, error) {
+	if v == nil {
+		return nil, nil
+	}
+	res, err := graphql.UnmarshalFloatContext(ctx, v)
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOFloat2ᚖfloat64(ctx context.Context, sel ast.SelectionSet, v *float64) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	_ = sel
+	res := graphql.MarshalFloatContext(*v)
+	return graphql.WrapContextMarshaler(ctx, res)
+}
+
+func (ec *executionContext) unmarshalOInt2ᚖint32(ctx context.Context, v any) (*int32, error) {
+	if v == nil {
+		return nil, nil
+	}
+	res, err := graphql.UnmarshalInt32(v)
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOInt2ᚖint32(ctx context.Context, sel ast.SelectionSet, v *int32) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	_ = sel
+	_ = ctx
+	res := graphql.MarshalInt32(*v)
+	return res
+}
+
+func (ec *executionContext) unmarshalOInt2ᚖint64(ctx context.Context, v any) (*int64, error) {
+	if v == nil {
+		return nil, nil
+	}
+	res, err := graphql.UnmarshalInt64(v)
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOInt2ᚖint64(ctx context.Context, sel ast.SelectionSet, v *int64) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	_ = sel
+	_ = ctx
+	res := graphql.MarshalInt64(*v)
+	return res
+}
+
+func (ec *executionContext) unmarshalOString2ᚕstringᚄ(ctx context.Context, v any) ([]string, error) {
+	if v == nil {
+		return nil, nil
+	}
+	var vSlice []any
+	vSlice = graphql.CoerceList(v)
+	var err error
+	res := make([]string, len(vSlice))
+	for i := range vSlice {
+		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
+		res[i], err = ec.unmarshalNString2string(ctx, vSlice[i])
+		if err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+func (ec *executionContext) marshalOString2ᚕstringᚄ(ctx context.Context, sel ast.SelectionSet, v []string) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	ret := make(graphql.Array, len(v))
+	for i := range v {
+		ret[i] = ec.marshalNString2string(ctx, sel, v[i])
+	}
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
 func (ec *executionContext) unmarshalOString2ᚖstring(ctx context.Context, v any) (*string, error) {
 	if v == nil {
 		return nil, nil
@@ -2734,6 +5295,53 @@ func (ec *executionContext) marshalOString2ᚖstring(ctx context.Context, sel as
 	_ = ctx
 	res := graphql.MarshalString(*v)
 	return res
+}
+
+func (ec *executionContext) marshalOUniqueCount2ᚕᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋstatsᚐUniqueCountᚄ(ctx context.Context, sel ast.SelectionSet, v []*stats.UniqueCount) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	ret := make(graphql.Array, len(v))
+	var wg sync.WaitGroup
+	isLen1 := len(v) == 1
+	if !isLen1 {
+		wg.Add(len(v))
+	}
+	for i := range v {
+		i := i
+		fc := &graphql.FieldContext{
+			Index:  &i,
+			Result: &v[i],
+		}
+		ctx := graphql.WithFieldContext(ctx, fc)
+		f := func(i int) {
+			defer func() {
+				if r := recover(); r != nil {
+					ec.Error(ctx, ec.Recover(ctx, r))
+					ret = nil
+				}
+			}()
+			if !isLen1 {
+				defer wg.Done()
+			}
+			ret[i] = ec.marshalNUniqueCount2ᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋstatsᚐUniqueCount(ctx, sel, v[i])
+		}
+		if isLen1 {
+			f(i)
+		} else {
+			go f(i)
+		}
+
+	}
+	wg.Wait()
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
 }
 
 func (ec *executionContext) marshalO__EnumValue2ᚕgithubᚗcomᚋ99designsᚋgqlgenᚋgraphqlᚋintrospectionᚐEnumValueᚄ(ctx context.Context, sel ast.SelectionSet, v []introspection.EnumValue) graphql.Marshaler {

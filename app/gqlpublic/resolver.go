@@ -5,19 +5,33 @@ package gqlpublic
 import (
 	"github.com/99designs/gqlgen/graphql"
 
+	"github.com/emsanalytics/emsquery/modules/patients"
+	"github.com/emsanalytics/emsquery/modules/resources"
 	"github.com/emsanalytics/emsquery/modules/stats"
 )
 
 // Resolver is the endpoint's root; each module contributes the Query fields of its fragment.
 type Resolver struct {
-	Stats *stats.Resolver
+	Stats     *stats.Resolver
+	Resources *resources.Resolver
+	Patients  *patients.Resolver
 }
 
-func (r *Resolver) Query() QueryResolver { return queryResolver{r.Stats} }
+func (r *Resolver) Query() QueryResolver { return queryResolver{r.Stats, r.Resources, r.Patients} }
 
+// queryResolver embeds every module's resolver so that their methods make up QueryResolver.
+// Embedded fields are named after their type, so all but one module's Resolver go through an
+// alias that names the field.
 type queryResolver struct {
 	*stats.Resolver
+	*resourcesResolver
+	*patientsResolver
 }
+
+type (
+	resourcesResolver = resources.Resolver
+	patientsResolver  = patients.Resolver
+)
 
 // Schema is this endpoint's executable schema; a named type so that wire tells the endpoints
 // apart.

@@ -145,7 +145,7 @@ func explain(err error) error {
 
 func (c *Config) validate() error {
 	var errs []string
-	if c.Authentication.APIKey == "" {
+	if strings.TrimSpace(c.Authentication.APIKey.Reveal()) == "" {
 		errs = append(errs, "AUTHENTICATION__API_KEY: not set; the service refuses to start without an API key (choose a long random value)")
 	}
 	if strings.TrimSpace(c.Database.Host) == "" {

@@ -191,3 +191,5 @@ func (s Secret) LogValue() slog.Value { return slog.StringValue("[hidden]") }
 
 // Reveal returns the secret itself, for the few places that must use it.
 func (s Secret) Reveal() string { return string(s) }
+
+func (h HeaderName) String() string { return string(h) }

@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel/metric"
 
 	"github.com/emsanalytics/emsquery/platform/apierr"
 	"github.com/emsanalytics/emsquery/platform/config"
@@ -26,11 +27,13 @@ import (
 type DB struct {
 	pool        *pgxpool.Pool
 	poolTimeout time.Duration
+	metrics     *poolMetrics
 }
 
 // Open builds the pool. It does not wait for the database: the service starts, and healthz
-// reports 503, while the database is down.
-func Open(cfg *config.Config, log *slog.Logger) (*DB, func(), error) {
+// reports 503, while the database is down. The pool's statistics, the waits for a connection and
+// the repositories' operations are measured on mp.
+func Open(cfg *config.Config, log *slog.Logger, mp metric.MeterProvider) (*DB, func(), error) {
 	pc, err := PoolConfig(cfg.Database)
 	if err != nil {
 		return nil, nil, err
@@ -39,11 +42,16 @@ func Open(cfg *config.Config, log *slog.Logger) (*DB, func(), error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("database pool: %w", err)
 	}
+	m, err := newPoolMetrics(mp, cfg.Database, pool)
+	if err != nil {
+		pool.Close()
+		return nil, nil, err
+	}
 	d := cfg.Database
 	log.Info("database pool ready",
 		"host", d.Host, "port", int(d.Port), "database", d.Name, "user", d.Username, "schema", d.Schema,
 		"tls", tlsMode(d), "pool_size", int(d.PoolSize), "max_overflow", int(d.MaxOverflow))
-	return &DB{pool: pool, poolTimeout: d.PoolTimeout.Duration()}, pool.Close, nil
+	return &DB{pool: pool, poolTimeout: d.PoolTimeout.Duration(), metrics: m}, pool.Close, nil
 }
 
 // PoolConfig translates the settings into a pgxpool configuration. The password is set as a
@@ -68,6 +76,9 @@ func PoolConfig(d config.Database) (*pgxpool.Config, error) {
 	}
 	cc.RuntimeParams["search_path"] = pgx.Identifier{d.Schema}.Sanitize()
 	cc.RuntimeParams["application_name"] = "emsquery"
+	// Values leave the database as ::text and come back as filter values: their text form must
+	// not depend on the server's or role's DateStyle.
+	cc.RuntimeParams["DateStyle"] = "ISO, YMD"
 	// Nothing the service does should ever write; make the database refuse if it tried.
 	cc.RuntimeParams["default_transaction_read_only"] = "on"
 	tlsConfig, err := TLSConfig(d)
@@ -129,7 +140,12 @@ func (db *DB) Pool() *pgxpool.Pool { return db.pool }
 func (db *DB) Acquire(ctx context.Context) (*pgxpool.Conn, error) {
 	actx, cancel := context.WithTimeout(ctx, db.poolTimeout)
 	defer cancel()
+	db.metrics.pending.Add(1)
+	start := time.Now()
 	conn, err := db.pool.Acquire(actx)
+	db.metrics.pending.Add(-1)
+	timedOut := err != nil && ctx.Err() == nil && errors.Is(actx.Err(), context.DeadlineExceeded)
+	db.metrics.acquired(ctx, start, timedOut)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
@@ -147,25 +163,29 @@ func (db *DB) Ping(ctx context.Context) error {
 	}
 	defer conn.Release()
 	var one int
-	if err := conn.QueryRow(ctx, "SELECT 1").Scan(&one); err != nil {
-		return Classify(err)
-	}
-	return nil
+	start := time.Now()
+	err = conn.QueryRow(ctx, "SELECT 1").Scan(&one)
+	db.metrics.operation(ctx, "ping", start, err)
+	return Classify(err)
 }
 
 // Collect runs one query on a pooled connection and scans every row with scan. op names the
-// operation in errors ("unique counts").
+// operation in errors ("unique counts") and in the db.client.operation.duration metric, so it is
+// a constant, never built from the request.
 func Collect[T any](ctx context.Context, db *DB, op, q string, args []any, scan pgx.RowToFunc[T]) ([]T, error) {
 	conn, err := db.Acquire(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
 	defer conn.Release()
+	start := time.Now()
 	rows, err := conn.Query(ctx, q, args...)
 	if err != nil {
+		db.metrics.operation(ctx, op, start, err)
 		return nil, fmt.Errorf("%s: %w", op, Classify(err))
 	}
 	out, err := pgx.CollectRows(rows, scan)
+	db.metrics.operation(ctx, op, start, err)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", op, Classify(err))
 	}

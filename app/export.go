@@ -1,0 +1,82 @@
+package app
+
+import (
+	"bufio"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/emsanalytics/emsquery/modules/reports"
+	"github.com/emsanalytics/emsquery/platform/apierr"
+	"github.com/emsanalytics/emsquery/platform/auth"
+)
+
+// exportAuthMessage is the 401 message of the export, which needs the key in SERVICE-X-API-KEY
+// as well as in the configured header (one header when they are the same).
+func exportAuthMessage(checker *auth.Checker) string {
+	if h := checker.Header(); !strings.EqualFold(h, auth.ExportHeader) {
+		return "missing or wrong API key: the export needs the key in both the " + h + " and the " + auth.ExportHeader + " header"
+	}
+	return "missing or wrong API key: send it in the " + auth.ExportHeader + " header"
+}
+
+// exportMainReport is GET /v1/reports/main-report/export: the main report's rows as CSV,
+// streamed from the database (see reports.Exporter). Every argument is validated, and the query
+// has produced its first row, before the status is sent: a bad argument is a 400 with the REST
+// error body and no CSV. After that, a failure (database gone, service stopping) closes the
+// connection before the final chunk, so the client sees an incomplete response rather than a
+// CSV that looks complete; a client that hangs up makes the next write fail, which cancels the
+// query.
+//
+// A Fiber-native handler, not through the net/http adaptor, which would buffer the whole body.
+func exportMainReport(ex *reports.Exporter, log *slog.Logger) fiber.Handler {
+	return func(c *fiber.Ctx) error {
+		a, err := reports.ParseExportQuery(string(c.Request().URI().QueryString()))
+		if err != nil {
+			return err
+		}
+		if c.Method() == fiber.MethodHead {
+			// Validate only: running the COPY for headers alone would waste the database.
+			if err := reports.Validate(a); err != nil {
+				return err
+			}
+			setExportHeaders(c, reports.FileName(a))
+			return nil
+		}
+		ctx := c.UserContext()
+		x, err := ex.Start(ctx, a)
+		if err != nil {
+			return err
+		}
+		setExportHeaders(c, reports.FileName(a))
+		netConn := c.Context().Conn()
+		start := time.Now()
+		// The stream writer runs after this handler returned, so it must not touch c.
+		c.Context().SetBodyStreamWriter(func(w *bufio.Writer) {
+			res, err := x.Stream(w)
+			if err == nil {
+				err = w.Flush()
+			}
+			ms := float64(time.Since(start).Microseconds()) / 1000
+			if err != nil {
+				// The 200 and part of the CSV are out; dropping the connection before the last
+				// chunk is how HTTP/1.1 says the body is incomplete.
+				_ = netConn.Close()
+				code, _ := apierr.Classify(err)
+				log.WarnContext(ctx, "export incomplete: connection closed", "error", err.Error(), "code", string(code), "bytes", res.Bytes, "duration_ms", ms)
+				return
+			}
+			log.InfoContext(ctx, "export finished", "rows", res.Rows, "bytes", res.Bytes, "duration_ms", ms)
+		})
+		return nil
+	}
+}
+
+func setExportHeaders(c *fiber.Ctx, fileName string) {
+	c.Set(fiber.HeaderContentType, "text/csv; charset=utf-8")
+	c.Set(fiber.HeaderContentDisposition, `attachment; filename="`+fileName+`"`)
+	c.Set(fiber.HeaderCacheControl, "no-store")
+	c.Set(fiber.HeaderXContentTypeOptions, "nosniff")
+}

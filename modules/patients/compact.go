@@ -1,0 +1,88 @@
+package patients
+
+import (
+	"time"
+
+	"github.com/jackc/pgx/v5/pgtype"
+)
+
+// The lists here can hold hundreds of thousands of rows whose nullable fields gqlgen wants as
+// pointers. The helpers below keep that from costing one small allocation per field per row.
+
+// slabChunk is how many values one slab allocation holds.
+const slabChunk = 1024
+
+// slab hands out pointers to values stored in chunks: one allocation per slabChunk values.
+// A chunk is never grown (only replaced), so pointers into it stay valid.
+type slab[T any] struct{ buf []T }
+
+func (s *slab[T]) ptr(v T) *T {
+	if len(s.buf) == cap(s.buf) {
+		s.buf = make([]T, 0, slabChunk)
+	}
+	s.buf = append(s.buf, v)
+	return &s.buf[len(s.buf)-1]
+}
+
+// maxInterned bounds an interner: columns with few distinct values (gender, route) share one
+// string per value; past the bound, values are simply copied.
+const maxInterned = 256
+
+// interner turns driver bytes of a low-cardinality text column into shared *string values.
+type interner struct{ m map[string]*string }
+
+func (in *interner) text(t rawText) *string {
+	if !t.valid {
+		return nil
+	}
+	if p, ok := in.m[string(t.b)]; ok { // no allocation for the lookup
+		return p
+	}
+	s := string(t.b)
+	if in.m == nil {
+		in.m = make(map[string]*string)
+	}
+	if len(in.m) < maxInterned {
+		in.m[s] = &s
+	}
+	return &s
+}
+
+// rawText scans a text value without copying it: b refers to the driver's buffer and is valid
+// only until the next row, so it must be interned or copied before then. NULL arrives as nil,
+// an empty string as a non-nil empty slice.
+type rawText struct {
+	b     []byte
+	valid bool
+}
+
+func (t *rawText) ScanBytes(v []byte) error {
+	t.b, t.valid = v, v != nil
+	return nil
+}
+
+// formatDate renders a date as YYYY-MM-DD (PostgreSQL's spelling of infinite dates kept).
+// Scanning the binary value and formatting here keeps the answer independent of DateStyle.
+func formatDate(d pgtype.Date) string {
+	switch d.InfinityModifier {
+	case pgtype.Infinity:
+		return "infinity"
+	case pgtype.NegativeInfinity:
+		return "-infinity"
+	}
+	return d.Time.Format(time.DateOnly)
+}
+
+// timestampLayout is PostgreSQL's ISO text form of a timestamp without time zone: seconds, and
+// a fraction only when there is one.
+const timestampLayout = "2006-01-02 15:04:05.999999"
+
+func formatTimestamp(ts pgtype.Timestamp) string {
+	switch ts.InfinityModifier {
+	case pgtype.Infinity:
+		return "infinity"
+	case pgtype.NegativeInfinity:
+		return "-infinity"
+	}
+	return ts.Time.Format(timestampLayout)
+}

@@ -1,0 +1,429 @@
+package patients_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/emsanalytics/emsquery/internal/pgtest"
+	"github.com/emsanalytics/emsquery/internal/servicetest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+const (
+	patientsQuery = `{ patients { sk_patient age date_of_birth gender weight } }`
+	oxygensQuery  = `query($f: [String!]) { oxygens(distinct_fields: $f) { sk_oxygen record_id route flow_rate administered_at } }`
+)
+
+// oxygenColumns are fact_oxygen's columns, read from the database's catalogue: the names
+// distinct_fields must accept.
+func oxygenColumns(t *testing.T, pool *pgxpool.Pool) []string {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), `
+SELECT column_name::text FROM information_schema.columns
+WHERE table_schema = current_schema() AND table_name = 'fact_oxygen' ORDER BY ordinal_position`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cols, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cols) == 0 {
+		t.Fatal("fact_oxygen has no columns")
+	}
+	return cols
+}
+
+// TestPatientsOnFixture: every dim_patient row ordered by sk_patient, NULLs as null.
+func TestPatientsOnFixture(t *testing.T) {
+	db := servicetest.FixtureDB(t)
+	pool := db.Pool(t)
+	svc := servicetest.Start(t, db, nil)
+
+	want := expectedPatients(t, pool)
+	allNull := false
+	for _, p := range want {
+		allNull = allNull || isNull(p["age"]) && isNull(p["date_of_birth"]) && isNull(p["gender"]) && isNull(p["weight"])
+	}
+	if !allNull {
+		t.Fatal("the fixture should hold a patient with every nullable column NULL")
+	}
+	assertSameJSON(t, "patients", queryField(t, svc, patientsQuery, nil, "patients"), want)
+}
+
+// TestOxygensOnFixture: all rows without distinct_fields; with them, one object per distinct
+// combination ordered by the columns as given, the other fields null; repeated names answered
+// once; unknown names refused without touching the tables.
+func TestOxygensOnFixture(t *testing.T) {
+	db := servicetest.FixtureDB(t)
+	pool := db.Pool(t)
+	svc := servicetest.Start(t, db, nil)
+	ctx := context.Background()
+
+	all := expectedOxygens(t, pool, nil)
+	if len(all) == 0 {
+		t.Fatal("fixture holds no oxygen rows")
+	}
+
+	t.Run("all rows", func(t *testing.T) {
+		for _, vars := range []map[string]any{nil, {"f": nil}, {"f": []string{}}} {
+			assertSameJSON(t, fmt.Sprintf("oxygens with %v", vars), queryField(t, svc, oxygensQuery, vars, "oxygens"), all)
+		}
+		// The argument omitted altogether, not just null.
+		got := queryField(t, svc, `{ oxygens { sk_oxygen record_id route flow_rate administered_at } }`, nil, "oxygens")
+		assertSameJSON(t, "oxygens without argument", got, all)
+	})
+
+	cases := [][]string{
+		{"route"},
+		{"route", "flow_rate"},
+		{"flow_rate", "route"},
+		{"route", "route"},
+		{"route", "flow_rate", "route", "flow_rate"},
+		{"administered_at", "route"},
+	}
+	for _, c := range oxygenColumns(t, pool) {
+		cases = append(cases, []string{c})
+	}
+	for _, fields := range cases {
+		t.Run(strings.Join(fields, ","), func(t *testing.T) {
+			want := expectedOxygens(t, pool, fields)
+			got := queryField(t, svc, oxygensQuery, map[string]any{"f": fields}, "oxygens")
+			assertSameJSON(t, "oxygens", got, want)
+		})
+	}
+
+	t.Run("route answers each route once, NULL last", func(t *testing.T) {
+		got := queryField(t, svc, `{ oxygens(distinct_fields: ["route"]) { route sk_oxygen } }`, nil, "oxygens")
+		var rows []struct {
+			Route    *string `json:"route"`
+			SkOxygen *int64  `json:"sk_oxygen"`
+		}
+		if err := json.Unmarshal(got, &rows); err != nil {
+			t.Fatal(err)
+		}
+		seen := map[string]bool{}
+		for i, r := range rows {
+			if r.SkOxygen != nil {
+				t.Errorf("row %d: sk_oxygen = %d, want null", i, *r.SkOxygen)
+			}
+			if r.Route == nil {
+				if i != len(rows)-1 {
+					t.Errorf("null route at %d of %d, want last", i, len(rows))
+				}
+				continue
+			}
+			if seen[*r.Route] {
+				t.Errorf("route %q twice", *r.Route)
+			}
+			seen[*r.Route] = true
+		}
+		if len(rows) == 0 || rows[len(rows)-1].Route != nil {
+			t.Errorf("the fixture's NULL route is missing or not last: %s", got)
+		}
+	})
+
+	countRows := func() int64 {
+		var n int64
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM fact_oxygen`).Scan(&n); err != nil {
+			t.Fatalf("fact_oxygen after bad input: %v", err)
+		}
+		return n
+	}
+	before := countRows()
+	accepted := oxygenColumns(t, pool)
+	for _, bad := range [][]string{
+		{"unknown"},
+		{"route; DROP TABLE fact_oxygen"},
+		{"route", "route; DROP TABLE fact_oxygen; --"},
+		{`route" FROM fact_oxygen; DROP TABLE fact_oxygen; --`},
+		{"Route"},
+		{""},
+		{"station"},
+	} {
+		t.Run("refused "+fmt.Sprintf("%q", bad), func(t *testing.T) {
+			resp := svc.GraphQL(t, "/graphql", oxygensQuery, map[string]any{"f": bad})
+			if len(resp.Errors) != 1 {
+				t.Fatalf("want one error, got %s", resp.Raw)
+			}
+			e := resp.Errors[0]
+			if e.Code() != "BAD_USER_INPUT" {
+				t.Errorf("code %q, want BAD_USER_INPUT: %s", e.Code(), resp.Raw)
+			}
+			name := bad[len(bad)-1]
+			if !strings.Contains(e.Message, fmt.Sprintf("%q", name)) {
+				t.Errorf("message does not name %q: %s", name, e.Message)
+			}
+			for _, c := range accepted {
+				if !strings.Contains(e.Message, c) {
+					t.Errorf("message does not list accepted name %s: %s", c, e.Message)
+				}
+			}
+			if string(resp.Data) != "null" {
+				t.Errorf("data = %s, want null", resp.Data)
+			}
+		})
+	}
+	if after := countRows(); after != before {
+		t.Errorf("fact_oxygen has %d rows after the bad requests, had %d", after, before)
+	}
+	assertSameJSON(t, "oxygens after bad input", queryField(t, svc, oxygensQuery, nil, "oxygens"), expectedOxygens(t, pool, nil))
+}
+
+// TestEmptyDatabase: with the schema and no rows every list is [].
+func TestEmptyDatabase(t *testing.T) {
+	db := servicetest.NewDB(t)
+	svc := servicetest.Start(t, db, nil)
+	resp := svc.GraphQL(t, "/graphql", `{
+  patients { sk_patient }
+  oxygens { sk_oxygen }
+  distinct: oxygens(distinct_fields: ["route", "flow_rate"]) { route flow_rate }
+}`, nil)
+	var data map[string]json.RawMessage
+	resp.DataInto(t, &data)
+	for _, f := range []string{"patients", "oxygens", "distinct"} {
+		if string(data[f]) != "[]" {
+			t.Errorf("%s on an empty database = %s, want []", f, data[f])
+		}
+	}
+}
+
+// TestManyRows: a generated data set large enough to cross every internal chunk size, with
+// NULLs, empty strings, many distinct texts, fractional seconds and a database whose DateStyle
+// is not ISO (the service's dates must not depend on it).
+func TestManyRows(t *testing.T) {
+	const patients = 200_000
+	db := servicetest.NewDB(t)
+	pool := db.Pool(t)
+	ctx := context.Background()
+	for _, q := range []string{
+		`INSERT INTO dim_patient (sk_patient, age, date_of_birth, gender, weight)
+SELECT i,
+       CASE WHEN i % 7 = 0 THEN NULL ELSE i % 110 END,
+       CASE WHEN i % 5 = 0 THEN NULL ELSE date '1920-01-01' + (i % 36500) END,
+       CASE i % 6 WHEN 0 THEN NULL WHEN 1 THEN 'female' WHEN 2 THEN 'male' WHEN 3 THEN 'other'
+                  WHEN 4 THEN '' ELSE 'g' || (i % 1000) END,
+       CASE WHEN i % 3 = 0 THEN NULL ELSE ((i % 2000) / 10.0)::numeric(5,1) END
+FROM generate_series(1, ` + fmt.Sprint(patients) + `) AS i`,
+		`INSERT INTO dim_station (station_id, station_name) VALUES (1, 'S')`,
+		`INSERT INTO fact_record (record_id, occurred_at) SELECT i, timestamp '2024-01-01' + i * interval '1 minute' FROM generate_series(1, 100) AS i`,
+		`INSERT INTO fact_oxygen (sk_oxygen, record_id, route, flow_rate, administered_at)
+SELECT i, 1 + i % 100,
+       CASE WHEN i % 9 = 0 THEN NULL WHEN i % 9 = 1 THEN '' ELSE 'route ' || (i % 400) END,
+       CASE WHEN i % 4 = 0 THEN NULL ELSE ((i % 500) / 10.0)::numeric(4,1) END,
+       CASE WHEN i % 8 = 0 THEN NULL ELSE timestamp '2024-03-01' + i * interval '1.25 second' END
+FROM generate_series(1, 5000) AS i`,
+		`ALTER DATABASE ` + pgx.Identifier{db.Name}.Sanitize() + ` SET DateStyle = 'SQL, DMY'`,
+	} {
+		if _, err := pool.Exec(ctx, q); err != nil {
+			t.Fatalf("%v\n%s", err, q)
+		}
+	}
+	svc := servicetest.Start(t, db, nil)
+
+	got := queryField(t, svc, patientsQuery, nil, "patients")
+	assertSameJSON(t, "patients", got, expectedPatients(t, pool))
+	if !strings.Contains(string(got), `"gender":""`) || !strings.Contains(string(got), `"gender":null`) {
+		t.Error("empty-string and NULL genders must both survive, distinctly")
+	}
+
+	for _, fields := range [][]string{nil, {"route"}, {"administered_at"}, {"flow_rate", "route"}} {
+		got := queryField(t, svc, oxygensQuery, map[string]any{"f": fields}, "oxygens")
+		assertSameJSON(t, fmt.Sprintf("oxygens %v", fields), got, expectedOxygens(t, pool, fields))
+	}
+}
+
+// expectedPatients reads dim_patient the way the contract describes patients.
+func expectedPatients(t *testing.T, pool *pgxpool.Pool) []map[string]any {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), `
+SELECT sk_patient, age, to_char(date_of_birth, 'YYYY-MM-DD'), gender, weight::float8
+FROM dim_patient ORDER BY sk_patient`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (map[string]any, error) {
+		var (
+			sk        int64
+			age       *int64
+			born, sex *string
+			weight    *float64
+		)
+		err := row.Scan(&sk, &age, &born, &sex, &weight)
+		return map[string]any{"sk_patient": sk, "age": age, "date_of_birth": born, "gender": sex, "weight": weight}, err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return want
+}
+
+// administeredAtText is PostgreSQL's ISO text of a timestamp whatever the session's DateStyle:
+// seconds always, a fraction (trailing zeros cut) only when there is one.
+const administeredAtText = `to_char(administered_at, 'YYYY-MM-DD HH24:MI:SS') ||
+       CASE WHEN date_trunc('second', administered_at) = administered_at THEN ''
+            ELSE rtrim(to_char(administered_at, '.US'), '0') END`
+
+// expectedOxygens computes oxygens(distinct_fields: fields) in SQL. fields must be columns of
+// fact_oxygen (the test's own names, checked against the catalogue).
+func expectedOxygens(t *testing.T, pool *pgxpool.Pool, fields []string) []map[string]any {
+	t.Helper()
+	cols := oxygenColumns(t, pool)
+	var q string
+	var distinct []string
+	if len(fields) == 0 {
+		q = `SELECT sk_oxygen, record_id, route, flow_rate::float8, ` + administeredAtText + ` FROM fact_oxygen ORDER BY sk_oxygen`
+	} else {
+		for _, f := range fields {
+			known := false
+			for _, c := range cols {
+				known = known || c == f
+			}
+			if !known {
+				t.Fatalf("test bug: %q is not a column of fact_oxygen", f)
+			}
+			dup := false
+			for _, d := range distinct {
+				dup = dup || d == f
+			}
+			if !dup {
+				distinct = append(distinct, f)
+			}
+		}
+		quoted := make([]string, len(distinct))
+		for i, d := range distinct {
+			quoted[i] = pgx.Identifier{d}.Sanitize()
+		}
+		// Distinct rows first, then the same five output columns as above, NULL where not chosen.
+		sel := func(col, expr string) string {
+			for _, d := range distinct {
+				if d == col {
+					return expr
+				}
+			}
+			return "NULL"
+		}
+		q = fmt.Sprintf(`SELECT %s, %s, %s, %s, %s FROM (SELECT DISTINCT %s FROM fact_oxygen) AS d ORDER BY %s`,
+			sel("sk_oxygen", "sk_oxygen"), sel("record_id", "record_id"), sel("route", "route"),
+			sel("flow_rate", "flow_rate::float8"), sel("administered_at", administeredAtText),
+			strings.Join(quoted, ", "), strings.Join(quoted, " NULLS LAST, ")+" NULLS LAST")
+	}
+	rows, err := pool.Query(context.Background(), q)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, q)
+	}
+	want, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (map[string]any, error) {
+		var (
+			sk, record *int64
+			route, at  *string
+			flow       *float64
+		)
+		err := row.Scan(&sk, &record, &route, &flow, &at)
+		return map[string]any{"sk_oxygen": sk, "record_id": record, "route": route, "flow_rate": flow, "administered_at": at}, err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return want
+}
+
+// queryField runs query and returns the raw JSON of one root field, failing on any error.
+func queryField(t *testing.T, svc *servicetest.Service, query string, vars map[string]any, field string) json.RawMessage {
+	t.Helper()
+	resp := svc.GraphQL(t, "/graphql", query, vars)
+	if resp.Status != 200 {
+		t.Fatalf("status %d: %.2000s", resp.Status, resp.Raw)
+	}
+	var data map[string]json.RawMessage
+	resp.DataInto(t, &data)
+	got, ok := data[field]
+	if !ok {
+		t.Fatalf("no %s in data: %.2000s", field, resp.Raw)
+	}
+	return got
+}
+
+// assertSameJSON compares got with want once both are plain JSON values: order of list
+// elements matters, order of object members does not, [] and null differ.
+func assertSameJSON(t *testing.T, what string, got json.RawMessage, want any) {
+	t.Helper()
+	wantJSON, err := json.Marshal(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var g, w any
+	if err := json.Unmarshal(got, &g); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	if err := json.Unmarshal(wantJSON, &w); err != nil {
+		t.Fatal(err)
+	}
+	if sameJSON(g, w) {
+		return
+	}
+	gl, gok := g.([]any)
+	wl, wok := w.([]any)
+	if gok && wok {
+		for i := 0; i < len(gl) && i < len(wl); i++ {
+			if !sameJSON(gl[i], wl[i]) {
+				t.Fatalf("%s: first difference at index %d:\n got %s\nwant %s", what, i, mustJSON(gl[i]), mustJSON(wl[i]))
+			}
+		}
+		t.Fatalf("%s: %d elements, want %d", what, len(gl), len(wl))
+	}
+	t.Fatalf("%s:\n got %.2000s\nwant %.2000s", what, got, wantJSON)
+}
+
+// sameJSON is reflect.DeepEqual for decoded JSON, without reflection: large answers compare
+// in a fraction of the time.
+func sameJSON(a, b any) bool {
+	switch a := a.(type) {
+	case []any:
+		b, ok := b.([]any)
+		if !ok || len(a) != len(b) || (a == nil) != (b == nil) {
+			return false
+		}
+		for i := range a {
+			if !sameJSON(a[i], b[i]) {
+				return false
+			}
+		}
+		return true
+	case map[string]any:
+		b, ok := b.(map[string]any)
+		if !ok || len(a) != len(b) {
+			return false
+		}
+		for k, av := range a {
+			bv, ok := b[k]
+			if !ok || !sameJSON(av, bv) {
+				return false
+			}
+		}
+		return true
+	default: // nil, bool, float64, string
+		return a == b
+	}
+}
+
+// isNull tells whether v, a value scanned from SQL, is NULL (a nil pointer).
+func isNull(v any) bool {
+	rv := reflect.ValueOf(v)
+	return v == nil || rv.Kind() == reflect.Pointer && rv.IsNil()
+}
+
+func mustJSON(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return string(b)
+}

@@ -1,0 +1,96 @@
+package reports
+
+import (
+	"io"
+	"strconv"
+	"strings"
+
+	"github.com/emsanalytics/emsquery/modules/stats"
+	"github.com/emsanalytics/emsquery/platform/apierr"
+)
+
+// MainReport is a page of main_report.
+type MainReport struct {
+	Total  int64           `json:"total"`
+	Limit  int64           `json:"limit"`
+	Offset int64           `json:"offset"`
+	Rows   []MainReportRow `json:"rows"`
+}
+
+// MainReportRow is one record of the main report; the export's CSV has the same columns
+// (ColumnNames) in the same order.
+type MainReportRow struct {
+	RecordID        int64    `json:"record_id"`
+	OccurredAt      string   `json:"occurred_at"`
+	Station         *string  `json:"station"`
+	Callsign        *string  `json:"callsign"`
+	ResourceID      *int32   `json:"resource_id"`
+	DegreeOfUrgency *string  `json:"degree_of_urgency"`
+	Distance        *float64 `json:"distance"`
+	ResponseTimeS   *int32   `json:"response_time_s"`
+	Municipality    *string  `json:"municipality"`
+	Transported     *bool    `json:"transported"`
+	PatientAge      *int32   `json:"patient_age"`
+	PatientGender   *string  `json:"patient_gender"`
+	OxygenRoutes    []string `json:"oxygen_routes"`
+}
+
+// MainReportSummary holds main_report_summary's figures.
+type MainReportSummary struct {
+	Records              int64        `json:"records"`
+	DistinctResources    int64        `json:"distinct_resources"`
+	DistinctPatients     int64        `json:"distinct_patients"`
+	AverageDistance      *float64     `json:"average_distance"`
+	AverageResponseTimeS *float64     `json:"average_response_time_s"`
+	Transported          int64        `json:"transported"`
+	TransportedShare     *float64     `json:"transported_share"`
+	ByUrgency            []ValueCount `json:"by_urgency"`
+	ByStation            []ValueCount `json:"by_station"`
+}
+
+// ValueCount is one entry of a summary's breakdown.
+type ValueCount struct {
+	Value *string `json:"value"`
+	Count int64   `json:"count"`
+}
+
+// Station is one dim_station row.
+type Station struct {
+	StationID   int32  `json:"station_id"`
+	StationName string `json:"station_name"`
+}
+
+// QueryableColumn is a column of the stats catalog as the lookups endpoint lists it.
+type QueryableColumn struct {
+	Name      string                 `json:"name"`
+	Type      ColumnType             `json:"type"`
+	Operators []stats.FilterOperator `json:"operators"`
+}
+
+// ColumnType is the GraphQL enum ColumnType: a stats.ColumnType in upper case.
+type ColumnType string
+
+// columnType names a catalog column's type as the enum does.
+func columnType(t stats.ColumnType) ColumnType { return ColumnType(strings.ToUpper(string(t))) }
+
+// IsValid reports whether t is one of the enum's values.
+func (t ColumnType) IsValid() bool {
+	switch stats.ColumnType(strings.ToLower(string(t))) {
+	case stats.TypeText, stats.TypeInteger, stats.TypeNumeric, stats.TypeBoolean, stats.TypeTimestamp:
+		return string(t) == strings.ToUpper(string(t))
+	}
+	return false
+}
+
+// MarshalGQL writes the enum value.
+func (t ColumnType) MarshalGQL(w io.Writer) { _, _ = io.WriteString(w, strconv.Quote(string(t))) }
+
+// UnmarshalGQL reads the enum value (the type is output only, but gqlgen wants both).
+func (t *ColumnType) UnmarshalGQL(v any) error {
+	s, ok := v.(string)
+	if !ok || !ColumnType(s).IsValid() {
+		return apierr.BadInput("%v is not a ColumnType", v)
+	}
+	*t = ColumnType(s)
+	return nil
+}

@@ -1,0 +1,164 @@
+package reports
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/emsanalytics/emsquery/modules/stats"
+	"github.com/emsanalytics/emsquery/platform/database"
+)
+
+// Repository runs the reporting client's queries.
+type Repository struct {
+	db *database.DB
+}
+
+func NewRepository(db *database.DB) *Repository { return &Repository{db: db} }
+
+// MainReport returns the page a selects and, when wantTotal, the number of all matching records,
+// in one statement. Without wantRows (or with limit 0) no row is read.
+func (r *Repository) MainReport(ctx context.Context, a Args, wantRows, wantTotal bool) (*MainReport, error) {
+	out := &MainReport{Limit: a.Page.Limit, Offset: a.Page.Offset, Rows: []MainReportRow{}}
+	if !wantRows || a.Page.Limit == 0 {
+		q, args, err := countSQL(a.Records)
+		if err != nil {
+			return nil, err
+		}
+		if !wantTotal {
+			return out, nil
+		}
+		if err := r.queryRow(ctx, "main report", q, args, &out.Total); err != nil {
+			return nil, err
+		}
+		return out, nil
+	}
+	q, args, err := pageSQL(a, wantTotal)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := r.db.Acquire(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("main report: %w", err)
+	}
+	defer conn.Release()
+	rows, err := conn.Query(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("main report: %w", database.Classify(err))
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			row   MainReportRow
+			id    *int64 // NULL on the one row of an empty page with its total
+			total int64
+			at    *string
+		)
+		dest := []any{&id, &at, &row.Station, &row.Callsign, &row.ResourceID, &row.DegreeOfUrgency, &row.Distance,
+			&row.ResponseTimeS, &row.Municipality, &row.Transported, &row.PatientAge, &row.PatientGender, &row.OxygenRoutes}
+		if wantTotal {
+			dest = append([]any{&total}, dest...)
+		}
+		if err := rows.Scan(dest...); err != nil {
+			return nil, fmt.Errorf("main report: %w", err)
+		}
+		out.Total = total
+		if id == nil {
+			continue
+		}
+		row.RecordID, row.OccurredAt = *id, *at
+		out.Rows = append(out.Rows, row)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("main report: %w", database.Classify(err))
+	}
+	return out, nil
+}
+
+// Summary computes main_report_summary over the records f selects, in one statement.
+func (r *Repository) Summary(ctx context.Context, f stats.RecordFilter) (*MainReportSummary, error) {
+	q, args, err := summarySQL(f)
+	if err != nil {
+		return nil, err
+	}
+	var (
+		s                   MainReportSummary
+		known               int64
+		urgencies, stations []*string
+		uCounts, sCounts    []int64
+	)
+	err = r.queryRow(ctx, "main report summary", q, args,
+		&s.Records, &s.DistinctResources, &s.DistinctPatients, &s.AverageDistance, &s.AverageResponseTimeS,
+		&s.Transported, &known, &urgencies, &uCounts, &stations, &sCounts)
+	if err != nil {
+		return nil, err
+	}
+	if known > 0 {
+		share := float64(s.Transported) / float64(known)
+		s.TransportedShare = &share
+	}
+	s.ByUrgency = valueCounts(urgencies, uCounts)
+	s.ByStation = valueCounts(stations, sCounts)
+	return &s, nil
+}
+
+func valueCounts(values []*string, counts []int64) []ValueCount {
+	out := make([]ValueCount, len(values))
+	for i := range values {
+		out[i] = ValueCount{Value: values[i], Count: counts[i]}
+	}
+	return out
+}
+
+func (r *Repository) queryRow(ctx context.Context, op, q string, args []any, dest ...any) error {
+	conn, err := r.db.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	defer conn.Release()
+	if err := conn.QueryRow(ctx, q, args...).Scan(dest...); err != nil {
+		return fmt.Errorf("%s: %w", op, database.Classify(err))
+	}
+	return nil
+}
+
+// Stations returns every dim_station row by name.
+func (r *Repository) Stations(ctx context.Context) ([]Station, error) {
+	const q = `SELECT station_id, station_name FROM dim_station ORDER BY station_name, station_id`
+	return database.Collect(ctx, r.db, "stations", q, nil, pgx.RowToStructByPos[Station])
+}
+
+// The drop-down lists: distinct non-NULL values, ascending by the database's collation.
+const (
+	callsignsSQL      = `SELECT DISTINCT callsign FROM dim_resource ORDER BY callsign`
+	urgenciesSQL      = `SELECT DISTINCT degree_of_urgency FROM fact_record WHERE degree_of_urgency IS NOT NULL ORDER BY 1`
+	municipalitiesSQL = `SELECT DISTINCT municipality FROM fact_record WHERE municipality IS NOT NULL ORDER BY 1`
+	oxygenRoutesSQL   = `SELECT DISTINCT route FROM fact_oxygen WHERE route IS NOT NULL ORDER BY 1`
+	gendersSQL        = `SELECT DISTINCT gender FROM dim_patient WHERE gender IS NOT NULL ORDER BY 1`
+)
+
+// Values runs one of the lists above.
+func (r *Repository) values(ctx context.Context, op, q string) ([]string, error) {
+	return database.Collect(ctx, r.db, op, q, nil, pgx.RowTo[string])
+}
+
+func (r *Repository) Callsigns(ctx context.Context) ([]string, error) {
+	return r.values(ctx, "callsigns", callsignsSQL)
+}
+
+func (r *Repository) Urgencies(ctx context.Context) ([]string, error) {
+	return r.values(ctx, "urgencies", urgenciesSQL)
+}
+
+func (r *Repository) Municipalities(ctx context.Context) ([]string, error) {
+	return r.values(ctx, "municipalities", municipalitiesSQL)
+}
+
+func (r *Repository) OxygenRoutes(ctx context.Context) ([]string, error) {
+	return r.values(ctx, "oxygen routes", oxygenRoutesSQL)
+}
+
+func (r *Repository) Genders(ctx context.Context) ([]string, error) {
+	return r.values(ctx, "genders", gendersSQL)
+}

@@ -1,0 +1,101 @@
+package reports
+
+import (
+	"context"
+
+	"github.com/99designs/gqlgen/graphql"
+
+	"github.com/emsanalytics/emsquery/modules/stats"
+)
+
+// ServeResolver answers the root fields of /serve/graphql.
+type ServeResolver struct {
+	repo *Repository
+}
+
+func NewServeResolver(repo *Repository) *ServeResolver { return &ServeResolver{repo: repo} }
+
+func (r *ServeResolver) MainReport(ctx context.Context, startDate string, endDate string, filters []*stats.Filter, useOr *bool, limit *int, offset *int) (*MainReport, error) {
+	a, err := GraphQLArgs(startDate, endDate, filters, useOr, limit, offset)
+	if err != nil {
+		return nil, err
+	}
+	wantRows, wantTotal := selected(ctx)
+	return r.repo.MainReport(ctx, a, wantRows, wantTotal)
+}
+
+func (r *ServeResolver) MainReportSummary(ctx context.Context, startDate string, endDate string, filters []*stats.Filter, useOr *bool) (*MainReportSummary, error) {
+	return r.repo.Summary(ctx, recordFilter(startDate, endDate, filters, useOr))
+}
+
+// selected says whether the query asks for MainReport's rows and total, so that a client that
+// wants only the count reads no row, and one that pages without the total does not count.
+func selected(ctx context.Context) (rows, total bool) {
+	if graphql.GetFieldContext(ctx) == nil {
+		return true, true
+	}
+	for _, f := range graphql.CollectFieldsCtx(ctx, nil) {
+		switch f.Name {
+		case "rows":
+			rows = true
+		case "total":
+			total = true
+		}
+	}
+	return rows, total
+}
+
+// LookupsResolver answers the root fields of /lookups/graphql.
+type LookupsResolver struct {
+	repo *Repository
+}
+
+func NewLookupsResolver(repo *Repository) *LookupsResolver { return &LookupsResolver{repo: repo} }
+
+func (r *LookupsResolver) Stations(ctx context.Context) ([]*Station, error) {
+	rows, err := r.repo.Stations(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return pointers(rows), nil
+}
+
+func (r *LookupsResolver) Callsigns(ctx context.Context) ([]string, error) {
+	return r.repo.Callsigns(ctx)
+}
+
+func (r *LookupsResolver) Urgencies(ctx context.Context) ([]string, error) {
+	return r.repo.Urgencies(ctx)
+}
+
+func (r *LookupsResolver) Municipalities(ctx context.Context) ([]string, error) {
+	return r.repo.Municipalities(ctx)
+}
+
+func (r *LookupsResolver) OxygenRoutes(ctx context.Context) ([]string, error) {
+	return r.repo.OxygenRoutes(ctx)
+}
+
+func (r *LookupsResolver) Genders(ctx context.Context) ([]string, error) {
+	return r.repo.Genders(ctx)
+}
+
+// Columns lists the stats catalog: the one list of queryable columns, with the operators each
+// accepts (every operator, for every type).
+func (r *LookupsResolver) Columns(ctx context.Context) ([]*QueryableColumn, error) {
+	cols := stats.Columns()
+	out := make([]QueryableColumn, len(cols))
+	for i, c := range cols {
+		out[i] = QueryableColumn{Name: c.Name, Type: columnType(c.Type), Operators: stats.FilterOperators()}
+	}
+	return pointers(out), nil
+}
+
+// pointers returns pointers into rows: the []*T gqlgen wants, with one allocation.
+func pointers[T any](rows []T) []*T {
+	out := make([]*T, len(rows))
+	for i := range rows {
+		out[i] = &rows[i]
+	}
+	return out
+}

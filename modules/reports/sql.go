@@ -1,0 +1,231 @@
+package reports
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/emsanalytics/emsquery/modules/stats"
+)
+
+// catalogColumn returns a column of the stats catalog, which owns every record column's SQL
+// expression and join; a missing name is a programming error.
+func catalogColumn(name string) stats.Column {
+	c, ok := stats.LookupColumn(name)
+	if !ok {
+		panic("reports: column " + name + " is not in the stats catalog")
+	}
+	return c
+}
+
+// occurredAtText renders a timestamp as PostgreSQL's ISO text form ("YYYY-MM-DD HH:MM:SS", a
+// fraction only when there is one) whatever the session's DateStyle, so that main_report and
+// the export show the same text.
+func occurredAtText(expr string) string {
+	return fmt.Sprintf(`CASE WHEN date_trunc('second', %[1]s) = %[1]s THEN to_char(%[1]s, 'YYYY-MM-DD HH24:MI:SS') `+
+		`ELSE rtrim(to_char(%[1]s, 'YYYY-MM-DD HH24:MI:SS.US'), '0') END`, expr)
+}
+
+// oxygenRoutes is the record's distinct oxygen routes, ascending, as a text[] ('{}' when none);
+// record is the SQL expression of the record's id.
+func oxygenRoutes(record string) string {
+	return `ARRAY(SELECT DISTINCT o.route FROM fact_oxygen AS o WHERE o.record_id = ` + record +
+		` AND o.route IS NOT NULL ORDER BY o.route)`
+}
+
+// RouteSeparator joins a row's oxygen routes in one CSV field.
+const RouteSeparator = "; "
+
+// reportColumn is one column of the main report: the GraphQL field and CSV header name, its
+// SQL for main_report (typed, scanned into MainReportRow) and for the export (the text the CSV
+// shows: booleans as true/false, the routes joined with RouteSeparator).
+type reportColumn struct {
+	name string
+	sql  string
+	csv  string // "" = sql
+}
+
+var (
+	colOccurredAt = catalogColumn("occurred_at")
+	colStation    = catalogColumn("station")
+	colUrgency    = catalogColumn("degree_of_urgency")
+	colDistance   = catalogColumn("distance")
+	colResponse   = catalogColumn("response_time_s")
+	colMunicip    = catalogColumn("municipality")
+	colTransport  = catalogColumn("transported")
+	colCallsign   = catalogColumn("callsign")
+	colResourceID = catalogColumn("resource_id")
+	colAge        = catalogColumn("age")
+	colGender     = catalogColumn("gender")
+
+	// reportJoins are the catalog columns the report selects; they decide the LEFT JOINs.
+	reportJoins = []stats.Column{colCallsign, colResourceID, colAge, colGender}
+)
+
+// recordID is the record's key over the record query's alias.
+var recordID = stats.AliasRecord + ".record_id"
+
+// reportColumns are the main report's columns, in the order of MainReportRow and of the CSV.
+// oxygen_routes is last: main_report computes it for the page's rows only.
+var reportColumns = []reportColumn{
+	{name: "record_id", sql: recordID},
+	{name: "occurred_at", sql: occurredAtText(colOccurredAt.Expr())},
+	{name: "station", sql: colStation.Expr()},
+	{name: "callsign", sql: colCallsign.Expr()},
+	{name: "resource_id", sql: colResourceID.Expr()},
+	{name: "degree_of_urgency", sql: colUrgency.Expr()},
+	{name: "distance", sql: colDistance.Expr()},
+	{name: "response_time_s", sql: colResponse.Expr()},
+	{name: "municipality", sql: colMunicip.Expr()},
+	{name: "transported", sql: colTransport.Expr(), csv: colTransport.Expr() + "::text"},
+	{name: "patient_age", sql: colAge.Expr()},
+	{name: "patient_gender", sql: colGender.Expr()},
+	{name: "oxygen_routes", sql: oxygenRoutes(recordID), csv: "array_to_string(" + oxygenRoutes(recordID) + ", '" + RouteSeparator + "')"},
+}
+
+// ColumnNames are the main report's column names: MainReportRow's fields and the CSV header.
+func ColumnNames() []string {
+	names := make([]string, len(reportColumns))
+	for i, c := range reportColumns {
+		names[i] = c.name
+	}
+	return names
+}
+
+// reportOrder is the report's stable order.
+var reportOrder = colOccurredAt.Expr() + ", " + recordID
+
+// limitClause renders the page as LIMIT/OFFSET with placeholders.
+func limitClause(p Page, args *stats.Args) string {
+	var b strings.Builder
+	if p.Limit != All {
+		b.WriteString(" LIMIT " + args.Add(p.Limit) + "::bigint")
+	}
+	if p.Offset > 0 {
+		b.WriteString(" OFFSET " + args.Add(p.Offset) + "::bigint")
+	}
+	return b.String()
+}
+
+// exportSelect is the export's query: the report's rows in the CSV's text forms. It has
+// placeholders; see inline.
+func exportSelect(a Args) (string, stats.Args, error) {
+	var args stats.Args
+	cond, err := a.Records.Compile(&args)
+	if err != nil {
+		return "", nil, err
+	}
+	sel := make([]string, len(reportColumns))
+	for i, c := range reportColumns {
+		expr := c.csv
+		if expr == "" {
+			expr = c.sql
+		}
+		sel[i] = expr + " AS " + c.name
+	}
+	q := "SELECT " + strings.Join(sel, ", ") +
+		" FROM " + cond.From(reportJoins...) +
+		" WHERE " + cond.SQL +
+		" ORDER BY " + reportOrder + limitClause(a.Page, &args)
+	return q, args, nil
+}
+
+// copyOptions make COPY write CSV with a header row, in UTF-8 whatever the session's
+// client_encoding.
+const copyOptions = "(FORMAT csv, HEADER, ENCODING 'UTF8')"
+
+// exportSQL is the export's statement: COPY of exportSelect. It has placeholders; see inline.
+func exportSQL(a Args) (string, stats.Args, error) {
+	q, args, err := exportSelect(a)
+	if err != nil {
+		return "", nil, err
+	}
+	return "COPY (" + q + ") TO STDOUT WITH " + copyOptions, args, nil
+}
+
+// ExportQuery is the export's SELECT with its values written in as literals, one line: what
+// the export runs inside COPY, for comparisons such as the benchmark's
+// psql -c "\copy (<query>) to stdout with (format csv, header)".
+func ExportQuery(a Args) (string, error) {
+	q, args, err := exportSelect(a)
+	if err != nil {
+		return "", err
+	}
+	return inline(q, args)
+}
+
+// pageSQL is main_report's statement. With total, it also counts every matching record in the
+// same statement (one snapshot): a one-row count LEFT JOINed with the page, so the count comes
+// even when the page is empty (its columns are then NULL). The routes of the page's rows are
+// computed after the LIMIT, for those rows only.
+//
+// Columns: total (when withTotal), then reportColumns in order.
+func pageSQL(a Args, withTotal bool) (string, stats.Args, error) {
+	var args stats.Args
+	cond, err := a.Records.Compile(&args)
+	if err != nil {
+		return "", nil, err
+	}
+	inner := make([]string, 0, len(reportColumns)+1)
+	outer := make([]string, 0, len(reportColumns)+1)
+	if withTotal {
+		outer = append(outer, "t.total")
+	}
+	for i, c := range reportColumns {
+		if c.name == "oxygen_routes" {
+			outer = append(outer, "CASE WHEN pg.c0 IS NULL THEN NULL ELSE "+oxygenRoutes("pg.c0")+" END")
+			continue
+		}
+		col := "c" + strconv.Itoa(i)
+		inner = append(inner, c.sql+" AS "+col)
+		outer = append(outer, "pg."+col)
+	}
+	inner = append(inner, colOccurredAt.Expr()+" AS ts")
+	page := "SELECT " + strings.Join(inner, ", ") +
+		" FROM " + cond.From(reportJoins...) +
+		" WHERE " + cond.SQL +
+		" ORDER BY " + reportOrder + limitClause(a.Page, &args)
+	if !withTotal {
+		return "SELECT " + strings.Join(outer, ", ") + " FROM (" + page + ") AS pg ORDER BY pg.ts, pg.c0", args, nil
+	}
+	count := "SELECT count(*) AS total FROM " + cond.From() + " WHERE " + cond.SQL
+	q := "SELECT " + strings.Join(outer, ", ") +
+		" FROM (" + count + ") AS t LEFT JOIN (" + page + ") AS pg ON true ORDER BY pg.ts, pg.c0"
+	return q, args, nil
+}
+
+// countSQL counts the matching records.
+func countSQL(f stats.RecordFilter) (string, stats.Args, error) {
+	var args stats.Args
+	cond, err := f.Compile(&args)
+	if err != nil {
+		return "", nil, err
+	}
+	return "SELECT count(*) FROM " + cond.From() + " WHERE " + cond.SQL, args, nil
+}
+
+// summarySQL computes main_report_summary in one statement: the matching records once (CTE m),
+// the figures over them, and the two breakdowns as parallel arrays of values and counts in the
+// same order (value ascending, NULL last; values are unique within a breakdown).
+func summarySQL(f stats.RecordFilter) (string, stats.Args, error) {
+	var args stats.Args
+	cond, err := f.Compile(&args)
+	if err != nil {
+		return "", nil, err
+	}
+	q := `WITH m AS MATERIALIZED (SELECT ` +
+		colResourceID.Expr() + ` AS resource_id, r.sk_patient, ` +
+		colUrgency.Expr() + ` AS urgency, ` + colStation.Expr() + ` AS station, ` +
+		colDistance.Expr() + ` AS distance, ` + colResponse.Expr() + ` AS response, ` +
+		colTransport.Expr() + ` AS transported` +
+		` FROM ` + cond.From(colResourceID) + ` WHERE ` + cond.SQL + `),
+u AS (SELECT urgency AS v, count(*) AS n FROM m GROUP BY urgency),
+s AS (SELECT station AS v, count(*) AS n FROM m GROUP BY station)
+SELECT count(*), count(DISTINCT resource_id), count(DISTINCT sk_patient),
+       avg(distance)::float8, avg(response)::float8,
+       count(*) FILTER (WHERE transported), count(transported),
+       ARRAY(SELECT v FROM u ORDER BY v NULLS LAST), ARRAY(SELECT n FROM u ORDER BY v NULLS LAST),
+       ARRAY(SELECT v FROM s ORDER BY v NULLS LAST), ARRAY(SELECT n FROM s ORDER BY v NULLS LAST)
+FROM m`
+	return q, args, nil
+}

@@ -1,0 +1,80 @@
+package resources
+
+import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/emsanalytics/emsquery/platform/database"
+)
+
+// Repository reads dim_resource and dim_station.
+type Repository struct {
+	db *database.DB
+}
+
+func NewRepository(db *database.DB) *Repository { return &Repository{db: db} }
+
+// Resources returns every dim_resource row ordered by sk_resource.
+func (r *Repository) Resources(ctx context.Context) ([]Resource, error) {
+	const q = `SELECT sk_resource, resource_id, callsign, station_id, station, valid_from, valid_to
+FROM dim_resource
+ORDER BY sk_resource`
+	return database.Collect(ctx, r.db, "resources", q, nil, func(row pgx.CollectableRow) (Resource, error) {
+		var (
+			res      Resource
+			from, to pgtype.Date
+		)
+		if err := row.Scan(&res.SkResource, &res.ResourceID, &res.Callsign, &res.StationID, &res.Station, &from, &to); err != nil {
+			return res, err
+		}
+		res.ValidFrom = formatDate(from)
+		if to.Valid {
+			s := formatDate(to)
+			res.ValidTo = &s
+		}
+		return res, nil
+	})
+}
+
+// StationResources returns every dim_station row ordered by station_id, each with the
+// resource_id of its dim_resource rows ordered by resource_id then sk_resource (duplicates
+// kept), in one statement: the LEFT JOIN keeps stations without resources, whose aggregate the
+// FILTER leaves NULL and COALESCE turns into an empty array.
+func (r *Repository) StationResources(ctx context.Context) ([]StationResources, error) {
+	const q = `SELECT s.station_id, s.station_name,
+       COALESCE(array_agg(r.resource_id ORDER BY r.resource_id, r.sk_resource)
+                FILTER (WHERE r.sk_resource IS NOT NULL), '{}') AS resource_ids
+FROM dim_station s
+LEFT JOIN dim_resource r ON r.station_id = s.station_id
+GROUP BY s.station_id
+ORDER BY s.station_id`
+	var ids []int32 // reused between rows: the scan overwrites it
+	return database.Collect(ctx, r.db, "station resources", q, nil, func(row pgx.CollectableRow) (StationResources, error) {
+		var st StationResources
+		ids = ids[:0]
+		if err := row.Scan(&st.StationID, &st.StationName, &ids); err != nil {
+			return st, err
+		}
+		st.Resources = make([]StationResource, len(ids))
+		for i, id := range ids {
+			st.Resources[i].ResourceID = id
+		}
+		return st, nil
+	})
+}
+
+// formatDate renders a date as YYYY-MM-DD (PostgreSQL's own spelling of infinite dates kept).
+// Scanning the binary value and formatting here keeps the answer independent of the
+// connection's DateStyle.
+func formatDate(d pgtype.Date) string {
+	switch d.InfinityModifier {
+	case pgtype.Infinity:
+		return "infinity"
+	case pgtype.NegativeInfinity:
+		return "-infinity"
+	}
+	return d.Time.Format(time.DateOnly)
+}

@@ -1,0 +1,59 @@
+package resources
+
+import "context"
+
+// Resource is one dim_resource row: a version of a resource.
+type Resource struct {
+	SkResource int64   `json:"sk_resource"`
+	ResourceID int32   `json:"resource_id"`
+	Callsign   string  `json:"callsign"`
+	StationID  *int32  `json:"station_id"`
+	Station    *string `json:"station"`
+	ValidFrom  string  `json:"valid_from"`
+	ValidTo    *string `json:"valid_to"`
+}
+
+// StationResources is one station with the resource versions stationed there.
+type StationResources struct {
+	StationID   int32             `json:"station_id"`
+	StationName string            `json:"station_name"`
+	Resources   []StationResource `json:"resources"`
+}
+
+// StationResource is one resource version in a station's list.
+type StationResource struct {
+	ResourceID int32 `json:"resource_id"`
+}
+
+// Resolver answers the resources root fields of /graphql.
+type Resolver struct {
+	repo *Repository
+}
+
+func NewResolver(repo *Repository) *Resolver { return &Resolver{repo: repo} }
+
+func (r *Resolver) Resources(ctx context.Context) ([]*Resource, error) {
+	rows, err := r.repo.Resources(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return pointers(rows), nil
+}
+
+func (r *Resolver) StationResources(ctx context.Context) ([]*StationResources, error) {
+	rows, err := r.repo.StationResources(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return pointers(rows), nil
+}
+
+// pointers returns pointers into rows: the []*T gqlgen wants, at the cost of one allocation
+// instead of one per row.
+func pointers[T any](rows []T) []*T {
+	out := make([]*T, len(rows))
+	for i := range rows {
+		out[i] = &rows[i]
+	}
+	return out
+}

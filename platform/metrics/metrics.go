@@ -1,0 +1,270 @@
+// Package metrics builds the service's OpenTelemetry meter provider: the exporters that
+// OTEL_METRICS_EXPORTER names (OTLP push, a Prometheus scrape endpoint, both or none), the
+// resource that identifies the service, and a quiet log for a collector that cannot be reached.
+//
+// The package knows nothing of what is measured: the app and the database pool take the
+// metric.MeterProvider it returns and create their own instruments.
+package metrics
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	prom "github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/otlptranslator"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetricgrpc"
+	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetrichttp"
+	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/metric/noop"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/exemplar"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	"go.opentelemetry.io/otel/sdk/resource"
+
+	"github.com/emsanalytics/emsquery/platform/config"
+)
+
+// Service identifies the running program in the metrics' resource (service.name,
+// service.version). OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES override it.
+type Service struct {
+	Name    string
+	Version string
+}
+
+// ReminderInterval is how often, at most, a collector that keeps failing is logged again.
+const ReminderInterval = 5 * time.Minute
+
+// shutdownTimeout bounds the final flush, so an unreachable collector cannot hold up the exit.
+const shutdownTimeout = 5 * time.Second
+
+// cardinalityLimit caps the attribute sets kept per instrument; the rest are counted under
+// otel.metric.overflow=true instead of growing memory without bound.
+const cardinalityLimit = 2000
+
+// New returns the meter provider that OTEL_METRICS_EXPORTER asks for and a cleanup that stops
+// the scrape endpoint and flushes what is left. With no exporter (none, or OTEL_SDK_DISABLED=true)
+// it is a no-op provider: instruments cost nothing and nothing listens or is sent.
+func New(cfg *config.Config, log *slog.Logger, svc Service) (metric.MeterProvider, func(), error) {
+	names, err := cfg.Metrics.ExporterList()
+	if err != nil {
+		return nil, nil, err
+	}
+	if disabled, _ := strconv.ParseBool(strings.TrimSpace(os.Getenv("OTEL_SDK_DISABLED"))); disabled {
+		log.Info("metrics export off (OTEL_SDK_DISABLED=true)")
+		return noop.NewMeterProvider(), func() {}, nil
+	}
+	if len(names) == 0 {
+		log.Info("metrics export off (OTEL_METRICS_EXPORTER=none)")
+		return noop.NewMeterProvider(), func() {}, nil
+	}
+
+	res, err := newResource(svc)
+	if err != nil {
+		return nil, nil, err
+	}
+	elog := newExportLog(log, ReminderInterval)
+	otel.SetErrorHandler(elog)
+
+	opts := []sdkmetric.Option{
+		sdkmetric.WithResource(res),
+		sdkmetric.WithExemplarFilter(exemplar.AlwaysOffFilter),
+		sdkmetric.WithCardinalityLimit(cardinalityLimit),
+	}
+	var scrape *http.Server
+	var scrapeLn net.Listener
+	for _, name := range names {
+		switch name {
+		case "otlp":
+			exp, desc, err := newOTLPExporter()
+			if err != nil {
+				return nil, nil, err
+			}
+			opts = append(opts, sdkmetric.WithReader(sdkmetric.NewPeriodicReader(watchedExporter{exp, elog})))
+			log.Info("metrics export: OTLP", desc...)
+		case "prometheus":
+			reader, srv, ln, err := newPrometheus(cfg)
+			if err != nil {
+				return nil, nil, err
+			}
+			opts = append(opts, sdkmetric.WithReader(reader))
+			scrape, scrapeLn = srv, ln
+			log.Info("metrics export: Prometheus scrape endpoint", "address", "http://"+ln.Addr().String()+"/metrics")
+		}
+	}
+	mp := sdkmetric.NewMeterProvider(opts...)
+	if scrape != nil {
+		go func() {
+			if err := scrape.Serve(scrapeLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.Error("metrics: Prometheus scrape endpoint stopped", "error", err.Error())
+			}
+		}()
+	}
+	cleanup := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+		defer cancel()
+		if scrape != nil {
+			_ = scrape.Shutdown(ctx)
+		}
+		// Shutdown exports what was measured since the last export.
+		if err := mp.Shutdown(ctx); err != nil {
+			elog.Handle(fmt.Errorf("final flush: %w", err))
+		}
+	}
+	return mp, cleanup, nil
+}
+
+// newResource describes the service: service.name and service.version from the build, the SDK's
+// telemetry.sdk.* attributes, then OTEL_RESOURCE_ATTRIBUTES and OTEL_SERVICE_NAME, which win.
+func newResource(svc Service) (*resource.Resource, error) {
+	name := svc.Name
+	if name == "" {
+		name = "emsquery"
+	}
+	version := svc.Version
+	if version == "" {
+		version = "dev"
+	}
+	res, err := resource.New(context.Background(),
+		resource.WithTelemetrySDK(),
+		resource.WithAttributes(
+			attribute.String("service.name", name),
+			attribute.String("service.version", version),
+		),
+		resource.WithFromEnv(),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("OTEL_RESOURCE_ATTRIBUTES: %q: %w", os.Getenv("OTEL_RESOURCE_ATTRIBUTES"), err)
+	}
+	return res, nil
+}
+
+// otlpProtocol is the OTLP transport the standard variables ask for; http/protobuf by default.
+func otlpProtocol() (string, string) {
+	for _, k := range []string{"OTEL_EXPORTER_OTLP_METRICS_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"} {
+		if v := strings.TrimSpace(os.Getenv(k)); v != "" {
+			return k, v
+		}
+	}
+	return "", "http/protobuf"
+}
+
+// newOTLPExporter builds the OTLP exporter. Endpoint, headers, timeout, compression,
+// certificates and temporality come from the SDK's own OTEL_EXPORTER_OTLP_* variables; the
+// export interval from OTEL_METRIC_EXPORT_INTERVAL (read by the periodic reader). It returns
+// what to log about it (never the headers: they often carry a token).
+func newOTLPExporter() (sdkmetric.Exporter, []any, error) {
+	ctx := context.Background()
+	key, proto := otlpProtocol()
+	endpoint := firstEnv("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
+	interval := firstEnv("OTEL_METRIC_EXPORT_INTERVAL")
+	var exp sdkmetric.Exporter
+	var err error
+	switch proto {
+	case "http/protobuf":
+		if endpoint == "" {
+			endpoint = "http://localhost:4318"
+		}
+		exp, err = otlpmetrichttp.New(ctx)
+	case "grpc":
+		if endpoint == "" {
+			endpoint = "http://localhost:4317"
+		}
+		exp, err = otlpmetricgrpc.New(ctx)
+	default:
+		return nil, nil, fmt.Errorf("%s: %q is not supported; use http/protobuf or grpc", key, proto)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("OTEL_EXPORTER_OTLP_*: OTLP metric exporter: %w", err)
+	}
+	if interval == "" {
+		interval = "60000"
+	}
+	return exp, []any{"protocol", proto, "endpoint", redactURL(endpoint), "interval_ms", interval}, nil
+}
+
+// redactURL drops a user name and password from an endpoint before it is logged.
+func redactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil || u.User == nil {
+		return s
+	}
+	u.User = nil
+	return u.String()
+}
+
+func firstEnv(keys ...string) string {
+	for _, k := range keys {
+		if v := strings.TrimSpace(os.Getenv(k)); v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// newPrometheus builds the pull exporter on a registry of its own and the HTTP server for it,
+// already listening: a port in use is a start-up error that names the settings.
+func newPrometheus(cfg *config.Config) (sdkmetric.Reader, *http.Server, net.Listener, error) {
+	m := cfg.Metrics
+	if m.PrometheusPort == cfg.App.Port {
+		return nil, nil, nil, fmt.Errorf("OTEL_EXPORTER_PROMETHEUS_PORT: %d is the API port (APP__PORT); the scrape endpoint must be on a port of its own", int(m.PrometheusPort))
+	}
+	reg := prom.NewRegistry()
+	exp, err := otelprom.New(
+		otelprom.WithRegisterer(reg),
+		// Prometheus-style names (http_server_request_duration_seconds) whatever the scraper
+		// negotiates, so dashboards and alerts keep working.
+		otelprom.WithTranslationStrategy(otlptranslator.UnderscoreEscapingWithSuffixes),
+	)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("prometheus exporter: %w", err)
+	}
+	addr := net.JoinHostPort(m.PrometheusHost, strconv.Itoa(int(m.PrometheusPort)))
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("OTEL_EXPORTER_PROMETHEUS_HOST, OTEL_EXPORTER_PROMETHEUS_PORT: cannot listen on %s for the Prometheus scrape endpoint: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{
+		ErrorHandling: promhttp.ContinueOnError,
+		ErrorLog:      promErrorLog{},
+	}))
+	srv := &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+	}
+	return exp, srv, ln, nil
+}
+
+// promErrorLog hands promhttp's errors to the OpenTelemetry error handler, which rate-limits them.
+type promErrorLog struct{}
+
+func (promErrorLog) Println(v ...any) { otel.Handle(errors.New(strings.TrimSpace(fmt.Sprintln(v...)))) }
+
+// watchedExporter tells the export log when an export succeeds, so that a recovery after
+// failures is logged once.
+type watchedExporter struct {
+	sdkmetric.Exporter
+	log *exportLog
+}
+
+func (w watchedExporter) Export(ctx context.Context, rm *metricdata.ResourceMetrics) error {
+	err := w.Exporter.Export(ctx, rm)
+	if err == nil {
+		w.log.succeeded()
+	}
+	return err
+}
