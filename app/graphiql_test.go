@@ -14,31 +14,42 @@ import (
 	"github.com/emsanalytics/emsquery/internal/servicetest"
 )
 
-// browserOrSkip finds Debian's Chromium and the pinned playwright-core; on CI their absence
-// fails the test (make test installs them), elsewhere it skips.
-func browserOrSkip(t *testing.T) string {
+// e2eScript returns the path of a script in e2e/ once node and the npm packages it needs are
+// there; on CI their absence fails the test (make test installs them), elsewhere it skips.
+func e2eScript(t *testing.T, name string, packages ...string) string {
 	t.Helper()
-	script, err := filepath.Abs(filepath.Join("..", "e2e", "graphiql.mjs"))
+	script, err := filepath.Abs(filepath.Join("..", "e2e", name))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var missing []string
-	if _, err := os.Stat("/usr/bin/chromium"); err != nil {
-		missing = append(missing, "/usr/bin/chromium (Debian package chromium)")
-	}
 	if _, err := exec.LookPath("node"); err != nil {
 		missing = append(missing, "node")
 	}
-	if _, err := os.Stat(filepath.Join(filepath.Dir(script), "node_modules", "playwright-core")); err != nil {
-		missing = append(missing, "e2e/node_modules/playwright-core (run scripts/test-deps.sh)")
+	for _, pkg := range packages {
+		if _, err := os.Stat(filepath.Join(filepath.Dir(script), "node_modules", pkg)); err != nil {
+			missing = append(missing, "e2e/node_modules/"+pkg+" (run scripts/test-deps.sh)")
+		}
 	}
 	if len(missing) > 0 {
 		if os.Getenv("CI") != "" {
-			t.Fatalf("browser test needs: %s", strings.Join(missing, ", "))
+			t.Fatalf("%s needs: %s", name, strings.Join(missing, ", "))
 		}
-		t.Skipf("browser test needs: %s", strings.Join(missing, ", "))
+		t.Skipf("%s needs: %s", name, strings.Join(missing, ", "))
 	}
 	return script
+}
+
+// browserOrSkip is e2eScript for the GraphiQL browser run, which also needs Debian's Chromium.
+func browserOrSkip(t *testing.T) string {
+	t.Helper()
+	if _, err := os.Stat("/usr/bin/chromium"); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("browser test needs /usr/bin/chromium (Debian package chromium)")
+		}
+		t.Skip("browser test needs /usr/bin/chromium (Debian package chromium)")
+	}
+	return e2eScript(t, "graphiql.mjs", "playwright-core")
 }
 
 // TestGraphiQLInBrowser opens the GraphiQL page in headless Chromium with nothing but loopback
