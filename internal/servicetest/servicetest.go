@@ -140,7 +140,7 @@ type Service struct {
 
 // settingPrefixes are the variable families of the service; the test's own environment never
 // leaks them into the child.
-var settingPrefixes = []string{"APP__", "DATABASE__", "SECURITY__", "AUTHENTICATION__", "LOG__", "OTEL_"}
+var settingPrefixes = []string{"APP__", "DATABASE__", "SECURITY__", "AUTHENTICATION__", "LOG__", "OTEL_", "LIMITS__"}
 
 // Start runs the service with db's settings, a random key, logs in a temp dir, metrics off and
 // a free port; env overrides any of them (an empty value unsets it). It waits until /v1/ping

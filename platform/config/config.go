@@ -20,6 +20,26 @@ type Config struct {
 	Authentication Authentication
 	Log            Log
 	Metrics        Metrics
+	Limits         Limits
+}
+
+// Limits protect the service and the database from requests that are too large or too slow.
+// Every refusal names the limit's setting.
+type Limits struct {
+	// QueryDepth and QueryComplexity bound a GraphQL document (gqlgen's complexity limit).
+	QueryDepth      Count `env:"LIMITS__MAX_QUERY_DEPTH" env-default:"12"`
+	QueryComplexity Count `env:"LIMITS__MAX_QUERY_COMPLEXITY" env-default:"1000"`
+	// Columns and Filters bound the lists of distinct_values, unique_counts and the reports.
+	Columns Count `env:"LIMITS__MAX_COLUMNS" env-default:"20"`
+	Filters Count `env:"LIMITS__MAX_FILTERS" env-default:"50"`
+	// PageSize is the largest main_report page.
+	PageSize Count `env:"LIMITS__MAX_PAGE_SIZE" env-default:"1000"`
+	// StatementTimeout is the database's statement_timeout for every query; the CSV export,
+	// which streams for as long as the client reads, has ExportTimeout instead.
+	StatementTimeout Seconds `env:"LIMITS__STATEMENT_TIMEOUT" env-default:"30"`
+	ExportTimeout    Seconds `env:"LIMITS__EXPORT_TIMEOUT" env-default:"600"`
+	// RequestTimeout bounds a whole API request (GraphQL), waiting for a connection included.
+	RequestTimeout Seconds `env:"LIMITS__REQUEST_TIMEOUT" env-default:"60"`
 }
 
 type App struct {
@@ -166,6 +186,14 @@ func (c *Config) validate() error {
 		}
 		if c.Log.File.MaxFiles < 2 {
 			errs = append(errs, fmt.Sprintf("LOG__FILE__MAX_FILES: %d; the current file and at least one older file are kept, so the value is at least 2", c.Log.File.MaxFiles))
+		}
+	}
+	for name, v := range map[string]Count{
+		"LIMITS__MAX_QUERY_DEPTH": c.Limits.QueryDepth, "LIMITS__MAX_QUERY_COMPLEXITY": c.Limits.QueryComplexity,
+		"LIMITS__MAX_COLUMNS": c.Limits.Columns, "LIMITS__MAX_FILTERS": c.Limits.Filters, "LIMITS__MAX_PAGE_SIZE": c.Limits.PageSize,
+	} {
+		if v < 1 {
+			errs = append(errs, fmt.Sprintf("%s: %d; the limit must be at least 1", name, v))
 		}
 	}
 	if _, err := c.Metrics.ExporterList(); err != nil {

@@ -18,7 +18,7 @@ func setenv(t *testing.T, vars map[string]string) {
 	t.Helper()
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
-		for _, p := range []string{"APP__", "DATABASE__", "SECURITY__", "AUTHENTICATION__", "LOG__", "OTEL_METRICS_EXPORTER", "OTEL_EXPORTER_PROMETHEUS_"} {
+		for _, p := range []string{"APP__", "DATABASE__", "SECURITY__", "AUTHENTICATION__", "LOG__", "OTEL_METRICS_EXPORTER", "OTEL_EXPORTER_PROMETHEUS_", "LIMITS__"} {
 			if strings.HasPrefix(k, p) {
 				t.Setenv(k, "")
 				os.Unsetenv(k)
@@ -73,6 +73,14 @@ func TestDefaults(t *testing.T) {
 		{"OTEL_METRICS_EXPORTER", cfg.Metrics.Exporters, "otlp"},
 		{"OTEL_EXPORTER_PROMETHEUS_HOST", cfg.Metrics.PrometheusHost, "localhost"},
 		{"OTEL_EXPORTER_PROMETHEUS_PORT", cfg.Metrics.PrometheusPort, config.Port(9464)},
+		{"LIMITS__MAX_QUERY_DEPTH", cfg.Limits.QueryDepth, config.Count(12)},
+		{"LIMITS__MAX_QUERY_COMPLEXITY", cfg.Limits.QueryComplexity, config.Count(1000)},
+		{"LIMITS__MAX_COLUMNS", cfg.Limits.Columns, config.Count(20)},
+		{"LIMITS__MAX_FILTERS", cfg.Limits.Filters, config.Count(50)},
+		{"LIMITS__MAX_PAGE_SIZE", cfg.Limits.PageSize, config.Count(1000)},
+		{"LIMITS__STATEMENT_TIMEOUT", cfg.Limits.StatementTimeout.Duration(), 30 * time.Second},
+		{"LIMITS__EXPORT_TIMEOUT", cfg.Limits.ExportTimeout.Duration(), 600 * time.Second},
+		{"LIMITS__REQUEST_TIMEOUT", cfg.Limits.RequestTimeout.Duration(), 60 * time.Second},
 	}
 	for _, c := range checks {
 		if !reflect.DeepEqual(c.got, c.want) {
@@ -194,6 +202,11 @@ func TestBadValuesNameTheirVariable(t *testing.T) {
 		{"LOG__FILE__FILENAME", "../escape.log"},
 		{"OTEL_METRICS_EXPORTER", "zipkin"},
 		{"OTEL_EXPORTER_PROMETHEUS_PORT", "port"},
+		{"LIMITS__MAX_QUERY_DEPTH", "0"},
+		{"LIMITS__MAX_COLUMNS", "many"},
+		{"LIMITS__MAX_PAGE_SIZE", "0"},
+		{"LIMITS__STATEMENT_TIMEOUT", "-1"},
+		{"LIMITS__REQUEST_TIMEOUT", "1m"},
 	}
 	for _, c := range cases {
 		t.Run(c.name+"="+c.value, func(t *testing.T) {
