@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"reflect"
 	"strings"
 	"testing"
 
@@ -51,12 +50,12 @@ func TestPatientsOnFixture(t *testing.T) {
 	want := expectedPatients(t, pool)
 	allNull := false
 	for _, p := range want {
-		allNull = allNull || isNull(p["age"]) && isNull(p["date_of_birth"]) && isNull(p["gender"]) && isNull(p["weight"])
+		allNull = allNull || servicetest.IsNull(p["age"]) && servicetest.IsNull(p["date_of_birth"]) && servicetest.IsNull(p["gender"]) && servicetest.IsNull(p["weight"])
 	}
 	if !allNull {
 		t.Fatal("the fixture should hold a patient with every nullable column NULL")
 	}
-	assertSameJSON(t, "patients", queryField(t, svc, patientsQuery, nil, "patients"), want)
+	servicetest.AssertJSON(t, "patients", svc.Field(t, "/graphql", patientsQuery, nil, "patients"), want)
 }
 
 // TestOxygensOnFixture: all rows without distinct_fields; with them, one object per distinct
@@ -75,11 +74,11 @@ func TestOxygensOnFixture(t *testing.T) {
 
 	t.Run("all rows", func(t *testing.T) {
 		for _, vars := range []map[string]any{nil, {"f": nil}, {"f": []string{}}} {
-			assertSameJSON(t, fmt.Sprintf("oxygens with %v", vars), queryField(t, svc, oxygensQuery, vars, "oxygens"), all)
+			servicetest.AssertJSON(t, fmt.Sprintf("oxygens with %v", vars), svc.Field(t, "/graphql", oxygensQuery, vars, "oxygens"), all)
 		}
 		// The argument omitted altogether, not just null.
-		got := queryField(t, svc, `{ oxygens { sk_oxygen record_id route flow_rate administered_at } }`, nil, "oxygens")
-		assertSameJSON(t, "oxygens without argument", got, all)
+		got := svc.Field(t, "/graphql", `{ oxygens { sk_oxygen record_id route flow_rate administered_at } }`, nil, "oxygens")
+		servicetest.AssertJSON(t, "oxygens without argument", got, all)
 	})
 
 	cases := [][]string{
@@ -96,13 +95,13 @@ func TestOxygensOnFixture(t *testing.T) {
 	for _, fields := range cases {
 		t.Run(strings.Join(fields, ","), func(t *testing.T) {
 			want := expectedOxygens(t, pool, fields)
-			got := queryField(t, svc, oxygensQuery, map[string]any{"f": fields}, "oxygens")
-			assertSameJSON(t, "oxygens", got, want)
+			got := svc.Field(t, "/graphql", oxygensQuery, map[string]any{"f": fields}, "oxygens")
+			servicetest.AssertJSON(t, "oxygens", got, want)
 		})
 	}
 
 	t.Run("route answers each route once, NULL last", func(t *testing.T) {
-		got := queryField(t, svc, `{ oxygens(distinct_fields: ["route"]) { route sk_oxygen } }`, nil, "oxygens")
+		got := svc.Field(t, "/graphql", `{ oxygens(distinct_fields: ["route"]) { route sk_oxygen } }`, nil, "oxygens")
 		var rows []struct {
 			Route    *string `json:"route"`
 			SkOxygen *int64  `json:"sk_oxygen"`
@@ -175,7 +174,7 @@ func TestOxygensOnFixture(t *testing.T) {
 	if after := countRows(); after != before {
 		t.Errorf("fact_oxygen has %d rows after the bad requests, had %d", after, before)
 	}
-	assertSameJSON(t, "oxygens after bad input", queryField(t, svc, oxygensQuery, nil, "oxygens"), expectedOxygens(t, pool, nil))
+	servicetest.AssertJSON(t, "oxygens after bad input", svc.Field(t, "/graphql", oxygensQuery, nil, "oxygens"), expectedOxygens(t, pool, nil))
 }
 
 // TestEmptyDatabase: with the schema and no rows every list is [].
@@ -229,15 +228,15 @@ FROM generate_series(1, 5000) AS i`,
 	}
 	svc := servicetest.Start(t, db, nil)
 
-	got := queryField(t, svc, patientsQuery, nil, "patients")
-	assertSameJSON(t, "patients", got, expectedPatients(t, pool))
+	got := svc.Field(t, "/graphql", patientsQuery, nil, "patients")
+	servicetest.AssertJSON(t, "patients", got, expectedPatients(t, pool))
 	if !strings.Contains(string(got), `"gender":""`) || !strings.Contains(string(got), `"gender":null`) {
 		t.Error("empty-string and NULL genders must both survive, distinctly")
 	}
 
 	for _, fields := range [][]string{nil, {"route"}, {"administered_at"}, {"flow_rate", "route"}} {
-		got := queryField(t, svc, oxygensQuery, map[string]any{"f": fields}, "oxygens")
-		assertSameJSON(t, fmt.Sprintf("oxygens %v", fields), got, expectedOxygens(t, pool, fields))
+		got := svc.Field(t, "/graphql", oxygensQuery, map[string]any{"f": fields}, "oxygens")
+		servicetest.AssertJSON(t, fmt.Sprintf("oxygens %v", fields), got, expectedOxygens(t, pool, fields))
 	}
 }
 
@@ -333,97 +332,4 @@ func expectedOxygens(t *testing.T, pool *pgxpool.Pool, fields []string) []map[st
 		t.Fatal(err)
 	}
 	return want
-}
-
-// queryField runs query and returns the raw JSON of one root field, failing on any error.
-func queryField(t *testing.T, svc *servicetest.Service, query string, vars map[string]any, field string) json.RawMessage {
-	t.Helper()
-	resp := svc.GraphQL(t, "/graphql", query, vars)
-	if resp.Status != 200 {
-		t.Fatalf("status %d: %.2000s", resp.Status, resp.Raw)
-	}
-	var data map[string]json.RawMessage
-	resp.DataInto(t, &data)
-	got, ok := data[field]
-	if !ok {
-		t.Fatalf("no %s in data: %.2000s", field, resp.Raw)
-	}
-	return got
-}
-
-// assertSameJSON compares got with want once both are plain JSON values: order of list
-// elements matters, order of object members does not, [] and null differ.
-func assertSameJSON(t *testing.T, what string, got json.RawMessage, want any) {
-	t.Helper()
-	wantJSON, err := json.Marshal(want)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var g, w any
-	if err := json.Unmarshal(got, &g); err != nil {
-		t.Fatalf("%s: %v", what, err)
-	}
-	if err := json.Unmarshal(wantJSON, &w); err != nil {
-		t.Fatal(err)
-	}
-	if sameJSON(g, w) {
-		return
-	}
-	gl, gok := g.([]any)
-	wl, wok := w.([]any)
-	if gok && wok {
-		for i := 0; i < len(gl) && i < len(wl); i++ {
-			if !sameJSON(gl[i], wl[i]) {
-				t.Fatalf("%s: first difference at index %d:\n got %s\nwant %s", what, i, mustJSON(gl[i]), mustJSON(wl[i]))
-			}
-		}
-		t.Fatalf("%s: %d elements, want %d", what, len(gl), len(wl))
-	}
-	t.Fatalf("%s:\n got %.2000s\nwant %.2000s", what, got, wantJSON)
-}
-
-// sameJSON is reflect.DeepEqual for decoded JSON, without reflection: large answers compare
-// in a fraction of the time.
-func sameJSON(a, b any) bool {
-	switch a := a.(type) {
-	case []any:
-		b, ok := b.([]any)
-		if !ok || len(a) != len(b) || (a == nil) != (b == nil) {
-			return false
-		}
-		for i := range a {
-			if !sameJSON(a[i], b[i]) {
-				return false
-			}
-		}
-		return true
-	case map[string]any:
-		b, ok := b.(map[string]any)
-		if !ok || len(a) != len(b) {
-			return false
-		}
-		for k, av := range a {
-			bv, ok := b[k]
-			if !ok || !sameJSON(av, bv) {
-				return false
-			}
-		}
-		return true
-	default: // nil, bool, float64, string
-		return a == b
-	}
-}
-
-// isNull tells whether v, a value scanned from SQL, is NULL (a nil pointer).
-func isNull(v any) bool {
-	rv := reflect.ValueOf(v)
-	return v == nil || rv.Kind() == reflect.Pointer && rv.IsNil()
-}
-
-func mustJSON(v any) string {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return fmt.Sprint(v)
-	}
-	return string(b)
 }

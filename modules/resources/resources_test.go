@@ -3,8 +3,6 @@ package resources_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
-	"reflect"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -34,16 +32,16 @@ func TestResourcesOnFixture(t *testing.T) {
 	// The fixture must exercise what the comparison is meant to prove.
 	var unstationed, current, closed bool
 	for _, r := range want {
-		unstationed = unstationed || isNull(r["station_id"]) && isNull(r["station"])
-		current = current || isNull(r["valid_to"])
-		closed = closed || !isNull(r["valid_to"])
+		unstationed = unstationed || servicetest.IsNull(r["station_id"]) && servicetest.IsNull(r["station"])
+		current = current || servicetest.IsNull(r["valid_to"])
+		closed = closed || !servicetest.IsNull(r["valid_to"])
 	}
 	if !unstationed || !current || !closed {
 		t.Fatalf("fixture lacks an unstationed resource (%v), a current version (%v) or a closed version (%v)", unstationed, current, closed)
 	}
 
-	got := queryField(t, svc, resourcesQuery, nil, "resources")
-	assertSameJSON(t, "resources", got, want)
+	got := svc.Field(t, "/graphql", resourcesQuery, nil, "resources")
+	servicetest.AssertJSON(t, "resources", got, want)
 }
 
 // TestStationResourcesOnFixture: every station ordered by station_id, each with its resource
@@ -59,7 +57,7 @@ func TestStationResourcesOnFixture(t *testing.T) {
 		StationResources json.RawMessage `json:"station_resources"`
 	}
 	resp.DataInto(t, &data)
-	assertSameJSON(t, "station_resources", data.StationResources, want)
+	servicetest.AssertJSON(t, "station_resources", data.StationResources, want)
 
 	// The contract's edge cases, spelled out on the decoded answer.
 	var got []struct {
@@ -125,8 +123,8 @@ func TestEmptyDatabase(t *testing.T) {
 	if _, err := pool.Exec(context.Background(), `INSERT INTO dim_station (station_id, station_name) VALUES (7, 'Lonely')`); err != nil {
 		t.Fatal(err)
 	}
-	got := queryField(t, svc, stationResourcesQuery, nil, "station_resources")
-	assertSameJSON(t, "station_resources", got, expectedStationResources(t, pool))
+	got := svc.Field(t, "/graphql", stationResourcesQuery, nil, "station_resources")
+	servicetest.AssertJSON(t, "station_resources", got, expectedStationResources(t, pool))
 	if string(got) != `[{"station_id":7,"station_name":"Lonely","resources":[]}]` {
 		t.Errorf("station_resources with no resources at all = %s", got)
 	}
@@ -199,97 +197,4 @@ func expectedStationResources(t *testing.T, pool *pgxpool.Pool) []map[string]any
 		want = append(want, map[string]any{"station_id": s.ID, "station_name": s.Name, "resources": res})
 	}
 	return want
-}
-
-// queryField runs query and returns the raw JSON of one root field, failing on any error.
-func queryField(t *testing.T, svc *servicetest.Service, query string, vars map[string]any, field string) json.RawMessage {
-	t.Helper()
-	resp := svc.GraphQL(t, "/graphql", query, vars)
-	if resp.Status != 200 {
-		t.Fatalf("status %d: %s", resp.Status, resp.Raw)
-	}
-	var data map[string]json.RawMessage
-	resp.DataInto(t, &data)
-	got, ok := data[field]
-	if !ok {
-		t.Fatalf("no %s in data: %s", field, resp.Raw)
-	}
-	return got
-}
-
-// assertSameJSON compares got with want once both are plain JSON values: order of list
-// elements matters, order of object members does not, [] and null differ.
-func assertSameJSON(t *testing.T, what string, got json.RawMessage, want any) {
-	t.Helper()
-	wantJSON, err := json.Marshal(want)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var g, w any
-	if err := json.Unmarshal(got, &g); err != nil {
-		t.Fatalf("%s: %v", what, err)
-	}
-	if err := json.Unmarshal(wantJSON, &w); err != nil {
-		t.Fatal(err)
-	}
-	if sameJSON(g, w) {
-		return
-	}
-	gl, gok := g.([]any)
-	wl, wok := w.([]any)
-	if gok && wok {
-		for i := 0; i < len(gl) && i < len(wl); i++ {
-			if !sameJSON(gl[i], wl[i]) {
-				t.Fatalf("%s: first difference at index %d:\n got %s\nwant %s", what, i, mustJSON(gl[i]), mustJSON(wl[i]))
-			}
-		}
-		t.Fatalf("%s: %d elements, want %d", what, len(gl), len(wl))
-	}
-	t.Fatalf("%s:\n got %.2000s\nwant %.2000s", what, got, wantJSON)
-}
-
-// sameJSON is reflect.DeepEqual for decoded JSON, without reflection: large answers compare
-// in a fraction of the time.
-func sameJSON(a, b any) bool {
-	switch a := a.(type) {
-	case []any:
-		b, ok := b.([]any)
-		if !ok || len(a) != len(b) || (a == nil) != (b == nil) {
-			return false
-		}
-		for i := range a {
-			if !sameJSON(a[i], b[i]) {
-				return false
-			}
-		}
-		return true
-	case map[string]any:
-		b, ok := b.(map[string]any)
-		if !ok || len(a) != len(b) {
-			return false
-		}
-		for k, av := range a {
-			bv, ok := b[k]
-			if !ok || !sameJSON(av, bv) {
-				return false
-			}
-		}
-		return true
-	default: // nil, bool, float64, string
-		return a == b
-	}
-}
-
-// isNull tells whether v, a value scanned from SQL, is NULL (a nil pointer).
-func isNull(v any) bool {
-	rv := reflect.ValueOf(v)
-	return v == nil || rv.Kind() == reflect.Pointer && rv.IsNil()
-}
-
-func mustJSON(v any) string {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return fmt.Sprint(v)
-	}
-	return string(b)
 }
