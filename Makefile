@@ -6,7 +6,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 GQLGEN_CONFIGS := $(wildcard app/gql*/gqlgen.yml)
 
-.PHONY: build demo demo-stop test test-deps check generate generate-check lint bench clean
+.PHONY: build demo demo-stop test test-deps check generate generate-check lint bench soak clean
 
 build:
 	go build -trimpath -ldflags "$(LDFLAGS)" -o bin/emsquery .
@@ -20,10 +20,16 @@ demo-stop:
 test-deps:
 	scripts/test-deps.sh
 
-# Every test, against real PostgreSQL clusters the tests start themselves.
+# Every test, against real PostgreSQL clusters the tests start themselves, then a brief run of
+# each fuzz target, package:target (their seed corpora in testdata/fuzz/ run with the tests too).
+FUZZ_TARGETS := modules/stats:FuzzConvert modules/stats:FuzzCompile modules/stats:FuzzPerColumnSQL \
+	modules/reports:FuzzExportQuery
+FUZZTIME ?= 6s
+
 test: test-deps
 	go vet ./...
 	go test -count=1 -timeout 20m ./...
+	for t in $(FUZZ_TARGETS); do go test ./$${t%%:*} -run='^$$' -fuzz="^$${t#*:}\$$" -fuzztime=$(FUZZTIME) || exit 1; done
 
 # Static checks and generated code: what CI demands besides the tests.
 check: lint generate-check
@@ -42,6 +48,21 @@ generate-check:
 	go tool wire diff . || (echo "wire_gen.go is stale: run make generate"; exit 1)
 	for c in $(GQLGEN_CONFIGS); do (cd $$(dirname $$c) && go tool gqlgen generate) || exit 1; done
 	@if [ -n "$$(git status --porcelain -- app)" ]; then git status --short -- app; echo "gqlgen output is stale: run make generate and commit"; exit 1; fi
+
+# A bounded soak, not part of make test: SOAK_DURATION (default 10m) of mixed queries at
+# SOAK_RATE (50) req/s against the real binary and a throwaway cluster on 127.0.0.1; fails on any
+# error or on RSS/goroutine growth (see cmd/soak).
+soak:
+	scripts/ensure-postgres.sh >/dev/null
+	go run ./cmd/soak
+
+# The service against the database's own speed for the same SQL, side by side (bench/run,
+# docs/benchmarks.md): the demo data at 100,000 and 1,000,000 records, every workload at
+# concurrency 1 and 16, about 10 minutes. BENCH_FLAGS passes flags to bench/run, e.g.
+# BENCH_FLAGS='-sizes 100000,1000000,5000000' for a larger set, '-profile /tmp/prof' for profiles.
+bench:
+	scripts/ensure-postgres.sh >/dev/null
+	go run ./bench/run $(BENCH_FLAGS)
 
 clean:
 	rm -rf bin

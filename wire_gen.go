@@ -44,7 +44,8 @@ func initService(cfg *config.Config, svc metrics.Service) (*app.Server, func(), 
 	}
 	checker := auth.NewChecker(cfg)
 	repository := stats.NewRepository(db)
-	resolver := stats.NewResolver(repository)
+	limits := stats.NewLimits(cfg)
+	resolver := stats.NewResolver(repository, limits)
 	resourcesRepository := resources.NewRepository(db)
 	resourcesResolver := resources.NewResolver(resourcesRepository)
 	patientsRepository := patients.NewRepository(db)
@@ -56,7 +57,7 @@ func initService(cfg *config.Config, svc metrics.Service) (*app.Server, func(), 
 	}
 	schema := gqlpublic.NewSchema(gqlpublicResolver)
 	reportsRepository := reports.NewRepository(db)
-	serveResolver := reports.NewServeResolver(reportsRepository)
+	serveResolver := reports.NewServeResolver(reportsRepository, limits)
 	gqlserveResolver := &gqlserve.Resolver{
 		Reports: serveResolver,
 	}
@@ -71,7 +72,7 @@ func initService(cfg *config.Config, svc metrics.Service) (*app.Server, func(), 
 		Serve:   gqlserveSchema,
 		Lookups: gqllookupsSchema,
 	}
-	exporter, cleanup4 := reports.NewExporter(db, logger)
+	exporter, cleanup4 := reports.NewExporter(db, logger, limits)
 	server := app.NewServer(cfg, logger, db, checker, graphQLEndpoints, meterProvider, exporter)
 	return server, func() {
 		cleanup4()

@@ -2,7 +2,9 @@ package app
 
 import (
 	"bufio"
+	"io"
 	"log/slog"
+	"net"
 	"strings"
 	"time"
 
@@ -55,10 +57,19 @@ func exportMainReport(ex *reports.Exporter, log *slog.Logger) fiber.Handler {
 		start := time.Now()
 		// The stream writer runs after this handler returned, so it must not touch c.
 		c.Context().SetBodyStreamWriter(func(w *bufio.Writer) {
-			res, err := x.Stream(w)
+			// fasthttp's own buffer is 4 KiB and every write past it is a hand-over to the
+			// goroutine that writes chunks; a larger buffer makes those rarer. Each hand-over
+			// pushes the connection's write deadline on, so a client that stops reading fails the
+			// export after exportStallTimeout instead of holding a database connection forever.
+			bw := bufio.NewWriterSize(stallGuard{w, netConn}, exportBufferSize)
+			res, err := x.Stream(bw, func() { _ = netConn.Close() })
+			if err == nil {
+				err = bw.Flush()
+			}
 			if err == nil {
 				err = w.Flush()
 			}
+			_ = netConn.SetWriteDeadline(time.Time{})
 			ms := float64(time.Since(start).Microseconds()) / 1000
 			if err != nil {
 				// The 200 and part of the CSV are out; dropping the connection before the last
@@ -72,6 +83,24 @@ func exportMainReport(ex *reports.Exporter, log *slog.Logger) fiber.Handler {
 		})
 		return nil
 	}
+}
+
+// exportBufferSize is the export's write buffer: the memory an export holds besides the
+// database connection's.
+const exportBufferSize = 64 << 10
+
+// exportStallTimeout is how long an export waits for a client that does not read.
+const exportStallTimeout = 2 * time.Minute
+
+// stallGuard sets the client connection's write deadline before each write that goes on.
+type stallGuard struct {
+	w    io.Writer
+	conn net.Conn
+}
+
+func (g stallGuard) Write(p []byte) (int, error) {
+	_ = g.conn.SetWriteDeadline(time.Now().Add(exportStallTimeout))
+	return g.w.Write(p)
 }
 
 func setExportHeaders(c *fiber.Ctx, fileName string) {

@@ -17,7 +17,8 @@ func (s *Server) mountGraphiQLAssets() {
 }
 
 // mountGraphQL serves one GraphQL endpoint: a browser's GET gets the GraphiQL page without a
-// key; every other request needs the key.
+// key; every other request needs the key, and requests that are not GraphQL requests are
+// answered before gqlgen reads them (checkGraphQLRequest).
 func (s *Server) mountGraphQL(path string, srv fiber.Handler, gqlAuth fiber.Handler) {
 	prefix := string(s.cfg.App.RootPath)
 	page := adaptor.HTTPHandler(graphiql.Page{
@@ -32,7 +33,7 @@ func (s *Server) mountGraphQL(path string, srv fiber.Handler, gqlAuth fiber.Hand
 		}
 		return c.Next()
 	})
-	s.fiber.All(path, gqlAuth, srv)
+	s.fiber.All(path, gqlAuth, checkGraphQLRequest, srv)
 }
 
 // wantsPage mirrors graphiql.WantsPage for a Fiber request: a browser's GET (text/html in

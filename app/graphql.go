@@ -9,16 +9,15 @@ import (
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/handler"
 	"github.com/99designs/gqlgen/graphql/handler/extension"
-	"github.com/99designs/gqlgen/graphql/handler/lru"
 	"github.com/99designs/gqlgen/graphql/handler/transport"
 	"github.com/gofiber/fiber/v2"
-	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"github.com/emsanalytics/emsquery/app/gqllookups"
 	"github.com/emsanalytics/emsquery/app/gqlpublic"
 	"github.com/emsanalytics/emsquery/app/gqlserve"
 	"github.com/emsanalytics/emsquery/platform/apierr"
+	"github.com/emsanalytics/emsquery/platform/config"
 )
 
 // GraphQLEndpoints are the executable schemas, one per GraphQL path.
@@ -29,15 +28,20 @@ type GraphQLEndpoints struct {
 }
 
 // newGraphQLServer builds the gqlgen server shared by every endpoint's schema: explicit
-// transports, a parsed-query cache, persisted queries and the contract's error codes.
-func newGraphQLServer(es graphql.ExecutableSchema, log *slog.Logger) *handler.Server {
-	srv := handler.New(es)
-	srv.AddTransport(transport.GET{})
-	srv.AddTransport(transport.POST{})
-	srv.SetQueryCache(lru.New[*ast.QueryDocument](1000))
+// transports, a parsed-query cache (cache.go), persisted queries, the document limits
+// (limits.go) and the contract's error codes.
+func newGraphQLServer(es graphql.ExecutableSchema, log *slog.Logger, limits config.Limits) *handler.Server {
+	srv := handler.New(rootFieldCost{es})
+	srv.AddTransport(directJSONTransport(transport.GET{}))
+	srv.AddTransport(directJSONTransport(transport.POST{}))
+	cache := newQueryCache()
+	srv.SetQueryCache(cache)
 	srv.Use(extension.Introspection{})
-	srv.Use(extension.AutomaticPersistedQuery{Cache: lru.New[string](1000)})
+	// Persisted queries first: the limits check the document a hash stands for.
+	srv.Use(persistedQueries{extension.AutomaticPersistedQuery{Cache: newAPQCache()}})
+	srv.Use(newQueryLimits(limits, cache))
 	srv.Use(graphQLMetrics{})
+	useDirectJSON(srv, es)
 	srv.SetErrorPresenter(presentError(log))
 	srv.SetRecoverFunc(func(ctx context.Context, p any) error {
 		return fmt.Errorf("panic in resolver: %v", p)
@@ -56,7 +60,10 @@ func presentError(log *slog.Logger) graphql.ErrorPresenterFunc {
 			return gqlErr
 		}
 		code, msg := apierr.Classify(err)
-		if code == apierr.Internal || code == apierr.ServiceUnavailable || code == apierr.Timeout {
+		switch {
+		case isClientGone(err): // nobody reads this answer; not a failure of the service
+			log.InfoContext(ctx, "graphql field cancelled: the client closed its connection", "path", gqlErr.Path.String())
+		case code == apierr.Internal || code == apierr.ServiceUnavailable || code == apierr.Timeout:
 			log.ErrorContext(ctx, "graphql field failed", "code", string(code), "error", err.Error(), "path", gqlErr.Path.String())
 		}
 		gqlErr.Message = msg

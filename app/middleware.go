@@ -1,7 +1,6 @@
 package app
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -9,7 +8,7 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
-	"github.com/gofiber/fiber/v2/middleware/adaptor"
+	"github.com/valyala/fasthttp/fasthttpadaptor"
 
 	"github.com/emsanalytics/emsquery/platform/requestctx"
 )
@@ -90,21 +89,21 @@ func accessLog(log *slog.Logger) fiber.Handler {
 	}
 }
 
-type userContextKey struct{}
-
-// netHTTP mounts a net/http handler through Fiber's adaptor. The adaptor's r.Context() is the
-// fasthttp request itself, without the values our middleware put in Fiber's user context, so
-// that context is carried over explicitly.
+// netHTTP mounts a net/http handler (gqlgen's) on Fiber. The request is converted as Fiber's
+// adaptor converts it, but carries the context our middleware built in Fiber's user context (the
+// adaptor's would be the fasthttp request itself). The answer is written as the adaptor writes
+// it, except that large JSON handed over by platform/gqljson is sent from where it is instead of
+// being copied into fasthttp's body buffer (see bridgeWriter).
 func netHTTP(h http.Handler) fiber.Handler {
-	bridged := adaptor.HTTPHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if ctx, ok := r.Context().Value(userContextKey{}).(context.Context); ok {
-			r = r.WithContext(ctx)
-		}
-		h.ServeHTTP(w, r)
-	}))
 	return func(c *fiber.Ctx) error {
-		c.Locals(userContextKey{}, c.UserContext())
-		return bridged(c)
+		var r http.Request
+		if err := fasthttpadaptor.ConvertRequest(c.Context(), &r, true); err != nil {
+			return fmt.Errorf("convert request for %s: %w", c.Path(), err)
+		}
+		w := bridgeWriter{resp: c.Response()}
+		h.ServeHTTP(&w, r.WithContext(c.UserContext()))
+		w.finish()
+		return nil
 	}
 }
 

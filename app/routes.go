@@ -39,9 +39,10 @@ func (s *Server) routes(db *database.DB, checker *auth.Checker, graphs GraphQLEn
 
 	s.mountGraphiQLAssets()
 	gqlAuth := checker.Require(checker.Allowed, graphQLUnauthorized(checker.Header()))
-	s.mountGraphQL("/graphql", netHTTP(newGraphQLServer(graphs.Public, s.log)), gqlAuth)
-	s.mountGraphQL("/serve/graphql", netHTTP(newGraphQLServer(graphs.Serve, s.log)), gqlAuth)
-	s.mountGraphQL("/lookups/graphql", netHTTP(newGraphQLServer(graphs.Lookups, s.log)), gqlAuth)
+	// GraphQL requests end at LIMITS__REQUEST_TIMEOUT or when their client leaves (bounded).
+	s.mountGraphQL("/graphql", s.bounded(netHTTP(newGraphQLServer(graphs.Public, s.log, cfg.Limits))), gqlAuth)
+	s.mountGraphQL("/serve/graphql", s.bounded(netHTTP(newGraphQLServer(graphs.Serve, s.log, cfg.Limits))), gqlAuth)
+	s.mountGraphQL("/lookups/graphql", s.bounded(netHTTP(newGraphQLServer(graphs.Lookups, s.log, cfg.Limits))), gqlAuth)
 
-	f.Get("/v1/reports/main-report/export", checker.Require(checker.ExportAllowed, restUnauthorized(exportAuthMessage(checker))), exportMainReport(export, s.log))
+	f.Get("/v1/reports/main-report/export", checker.Require(checker.ExportAllowed, restUnauthorized(exportAuthMessage(checker))), watched(exportMainReport(export, s.log)))
 }

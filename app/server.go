@@ -38,6 +38,9 @@ func NewServer(cfg *config.Config, log *slog.Logger, db *database.DB, checker *a
 		// Proxies in front may keep connections open; idle ones are closed after this.
 		IdleTimeout: 2 * 60e9,
 	})
+	// Responses sent while shutting down say Connection: close, so a client does not send its
+	// next request on a connection that is about to close.
+	f.Server().CloseOnShutdown = true
 	s := &Server{fiber: f, cfg: cfg, log: log, metrics: newServiceMetrics(mp, log)}
 	s.routes(db, checker, graphs, export)
 	if cfg.WeakKey() {
@@ -57,7 +60,8 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	s.log.Info("listening", "address", "http://"+ln.Addr().String()+string(s.cfg.App.RootPath))
 	served := make(chan error, 1)
-	go func() { served <- s.fiber.Listener(ln) }()
+	// Connections close gracefully for a client still sending (a body over the limit): linger.go.
+	go func() { served <- s.fiber.Listener(lingeringListener{ln}) }()
 	select {
 	case err := <-served:
 		return fmt.Errorf("serve: %w", err)
@@ -65,7 +69,9 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	s.log.Info("shutting down: finishing requests in flight", "timeout", s.cfg.App.ShutdownTimeout.Duration().String())
 	if err := s.fiber.ShutdownWithTimeout(s.cfg.App.ShutdownTimeout.Duration()); err != nil {
-		return fmt.Errorf("shutdown: %w", err)
+		// A stop that had to cut off requests (a long export, say) is still an orderly stop:
+		// say so, and go on closing the pool and flushing.
+		s.log.Warn("requests still running at APP__SHUTDOWN_TIMEOUT were cut off", "error", err.Error())
 	}
 	<-served
 	s.log.Info("stopped")

@@ -513,7 +513,7 @@ enum FilterOperator {
   municipality, transported, occurred_at, callsign, resource_id, gender, age.
   """
   distinct_values(
-    "Columns to list; at least one."
+    "Columns to list; at least one, at most LIMITS__MAX_COLUMNS (default 20)."
     columns: [String!]!
     "First day included, YYYY-MM-DD."
     start_date: String!
@@ -521,7 +521,7 @@ enum FilterOperator {
     end_date: String!
     "true: a record matching any filter is included; false: all filters must match."
     use_or: Boolean = false
-    "Extra conditions, combined by use_or; the date range always applies."
+    "Extra conditions, combined by use_or; the date range always applies. At most LIMITS__MAX_FILTERS (default 50)."
     filters: [Filter!]
   ): [DistinctValue!]
 
@@ -531,7 +531,7 @@ enum FilterOperator {
   requested, then count descending, then value ascending by type with NULL last.
   """
   unique_counts(
-    "Columns to count by; at least one."
+    "Columns to count by; at least one, at most LIMITS__MAX_COLUMNS (default 20)."
     columns: [String!]!
     "First day included, YYYY-MM-DD."
     start_date: String!
@@ -539,7 +539,7 @@ enum FilterOperator {
     end_date: String!
     "true: a record matching any filter is included; false: all filters must match."
     use_or: Boolean = false
-    "Extra conditions, combined by use_or; the date range always applies."
+    "Extra conditions, combined by use_or; the date range always applies. At most LIMITS__MAX_FILTERS (default 50)."
     filters: [Filter!]
   ): [UniqueCount!]
 

@@ -462,11 +462,11 @@ extend type Query {
     start_date: String!
     "Last day included, YYYY-MM-DD."
     end_date: String!
-    "Extra conditions, combined by use_or; the date range always applies."
+    "Extra conditions, combined by use_or; the date range always applies. At most LIMITS__MAX_FILTERS (default 50)."
     filters: [Filter!]
     "true: a record matching any filter is included; false: all filters must match."
     use_or: Boolean = false
-    "Rows per page, 0 to 1000 (0: only total)."
+    "Rows per page, 0 (only total) to LIMITS__MAX_PAGE_SIZE (default 1000)."
     limit: Int = 100
     "Matching rows to skip before the page starts, 0 or more."
     offset: Int = 0
@@ -481,7 +481,7 @@ extend type Query {
     start_date: String!
     "Last day included, YYYY-MM-DD."
     end_date: String!
-    "Extra conditions, combined by use_or; the date range always applies."
+    "Extra conditions, combined by use_or; the date range always applies. At most LIMITS__MAX_FILTERS (default 50)."
     filters: [Filter!]
     "true: a record matching any filter is included; false: all filters must match."
     use_or: Boolean = false

@@ -19,26 +19,70 @@ type Repository struct {
 
 func NewRepository(db *database.DB) *Repository { return &Repository{db: db} }
 
+// patientsSQL reads dim_patient for Patients and EachPatient. weight is read as float8: the
+// database converts numeric to float8 exactly as pgx would (correctly rounded from the
+// decimal), and decoding numeric in Go costs more than the rest of the row together.
+const patientsSQL = `SELECT sk_patient, age, date_of_birth, gender, weight::float8 FROM dim_patient ORDER BY sk_patient`
+
+// EachPatient reads every dim_patient row ordered by sk_patient, as Patients does, and hands
+// each to fn without keeping it: the Patient and what it points to are reused for the next row.
+// It returns false when fn refused a row; the rows after it are read but not handed on.
+func (r *Repository) EachPatient(ctx context.Context, fn func(*Patient) bool) (bool, error) {
+	var (
+		sk      int64
+		age     pgtype.Int4
+		born    pgtype.Date
+		gender  rawText
+		weight  pgtype.Float8
+		p       Patient
+		ageV    int32
+		weightV float64
+		bornV   string
+		genders interner
+		ok      = true
+	)
+	dest := []any{&sk, &age, &born, &gender, &weight} // one slice for all rows, not one per Scan
+	_, err := database.Collect(ctx, r.db, "patients", patientsSQL, nil, func(row pgx.CollectableRow) (struct{}, error) {
+		if err := row.Scan(dest...); err != nil || !ok {
+			return struct{}{}, err
+		}
+		p = Patient{SkPatient: sk, Gender: genders.text(gender)}
+		if age.Valid {
+			ageV, p.Age = age.Int32, &ageV
+		}
+		if born.Valid {
+			bornV, p.DateOfBirth = formatDate(born), &bornV
+		}
+		if weight.Valid {
+			weightV, p.Weight = weight.Float64, &weightV
+		}
+		ok = fn(&p)
+		return struct{}{}, nil
+	})
+	return ok, err
+}
+
 // Patients returns every dim_patient row ordered by sk_patient.
 func (r *Repository) Patients(ctx context.Context) ([]Patient, error) {
-	const q = `SELECT sk_patient, age, date_of_birth, gender, weight FROM dim_patient ORDER BY sk_patient`
+	const q = patientsSQL
 	var (
 		ages    slab[int32]
 		weights slab[float64]
 		dates   slab[string]
 		genders interner
+		// Scan targets, reused for every row (each would be allocated per row otherwise).
+		sk     int64
+		age    pgtype.Int4
+		born   pgtype.Date
+		gender rawText
+		weight pgtype.Float8
 	)
+	dest := []any{&sk, &age, &born, &gender, &weight}
 	return database.Collect(ctx, r.db, "patients", q, nil, func(row pgx.CollectableRow) (Patient, error) {
-		var (
-			p      Patient
-			age    pgtype.Int4
-			born   pgtype.Date
-			gender rawText
-			weight pgtype.Float8
-		)
-		if err := row.Scan(&p.SkPatient, &age, &born, &gender, &weight); err != nil {
-			return p, err
+		if err := row.Scan(dest...); err != nil {
+			return Patient{}, err
 		}
+		p := Patient{SkPatient: sk}
 		if age.Valid {
 			p.Age = ages.ptr(age.Int32)
 		}
@@ -110,12 +154,54 @@ next:
 	return cols, nil
 }
 
+// oxygensSQL reads fact_oxygen for Oxygens and EachOxygen; flow_rate as float8, as patientsSQL
+// reads weight.
+const oxygensSQL = `SELECT sk_oxygen, record_id, route, flow_rate::float8, administered_at FROM fact_oxygen ORDER BY sk_oxygen`
+
+// EachOxygen reads every fact_oxygen row ordered by sk_oxygen, as Oxygens does without
+// distinct fields, and hands each to fn as EachPatient does.
+func (r *Repository) EachOxygen(ctx context.Context, fn func(*Oxygen) bool) (bool, error) {
+	var (
+		sk, record   pgtype.Int8
+		route        rawText
+		flow         pgtype.Float8
+		at           pgtype.Timestamp
+		o            Oxygen
+		skV, recordV int64
+		flowV        float64
+		atV          string
+		routes       interner
+		ok           = true
+	)
+	dest := []any{&sk, &record, &route, &flow, &at}
+	_, err := database.Collect(ctx, r.db, "oxygens", oxygensSQL, nil, func(row pgx.CollectableRow) (struct{}, error) {
+		if err := row.Scan(dest...); err != nil || !ok {
+			return struct{}{}, err
+		}
+		o = Oxygen{Route: routes.text(route)}
+		if sk.Valid {
+			skV, o.SkOxygen = sk.Int64, &skV
+		}
+		if record.Valid {
+			recordV, o.RecordID = record.Int64, &recordV
+		}
+		if flow.Valid {
+			flowV, o.FlowRate = flow.Float64, &flowV
+		}
+		if at.Valid {
+			atV, o.AdministeredAt = formatTimestamp(at), &atV
+		}
+		ok = fn(&o)
+		return struct{}{}, nil
+	})
+	return ok, err
+}
+
 // Oxygens returns every fact_oxygen row ordered by sk_oxygen when cols is empty; otherwise one
 // row per distinct combination of the columns cols (indexes into oxygenColumns, from
 // parseOxygenColumns) ordered by them, NULL last, the other columns NULL.
 func (r *Repository) Oxygens(ctx context.Context, cols []int) ([]Oxygen, error) {
-	const q = `SELECT sk_oxygen, record_id, route, flow_rate, administered_at FROM fact_oxygen ORDER BY sk_oxygen`
-	sql := q
+	sql := oxygensSQL
 	if len(cols) > 0 {
 		sql = distinctOxygenSQL(cols)
 	}
@@ -124,16 +210,16 @@ func (r *Repository) Oxygens(ctx context.Context, cols []int) ([]Oxygen, error) 
 		floats slab[float64]
 		times  slab[string]
 		routes interner
+		// Scan targets, reused for every row (see Patients).
+		sk, record pgtype.Int8
+		route      rawText
+		flow       pgtype.Float8
+		at         pgtype.Timestamp
 	)
+	dest := []any{&sk, &record, &route, &flow, &at}
 	return database.Collect(ctx, r.db, "oxygens", sql, nil, func(row pgx.CollectableRow) (Oxygen, error) {
-		var (
-			o          Oxygen
-			sk, record pgtype.Int8
-			route      rawText
-			flow       pgtype.Float8
-			at         pgtype.Timestamp
-		)
-		if err := row.Scan(&sk, &record, &route, &flow, &at); err != nil {
+		var o Oxygen
+		if err := row.Scan(dest...); err != nil {
 			return o, err
 		}
 		if sk.Valid {

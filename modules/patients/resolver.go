@@ -1,6 +1,10 @@
 package patients
 
-import "context"
+import (
+	"context"
+
+	"github.com/emsanalytics/emsquery/platform/gqljson"
+)
 
 // Patient is one dim_patient row.
 type Patient struct {
@@ -29,6 +33,18 @@ type Resolver struct {
 func NewResolver(repo *Repository) *Resolver { return &Resolver{repo: repo} }
 
 func (r *Resolver) Patients(ctx context.Context) ([]*Patient, error) {
+	// The list can be hundreds of thousands of rows: when the selection allows, its JSON is
+	// written as the rows are read, and gqlgen gets an empty list to marshal in its place.
+	if l := gqljson.NewList[Patient](ctx); l != nil {
+		complete, err := r.repo.EachPatient(ctx, l.Add)
+		if err != nil {
+			return nil, err
+		}
+		if complete && l.Done() {
+			return []*Patient{}, nil
+		}
+		// A value gqlgen must judge (see gqljson.List.Add): read the list again the usual way.
+	}
 	rows, err := r.repo.Patients(ctx)
 	if err != nil {
 		return nil, err
@@ -40,6 +56,17 @@ func (r *Resolver) Oxygens(ctx context.Context, distinctFields []string) ([]*Oxy
 	cols, err := parseOxygenColumns(distinctFields)
 	if err != nil {
 		return nil, err
+	}
+	if len(cols) == 0 {
+		if l := gqljson.NewList[Oxygen](ctx); l != nil { // as Patients
+			complete, err := r.repo.EachOxygen(ctx, l.Add)
+			if err != nil {
+				return nil, err
+			}
+			if complete && l.Done() {
+				return []*Oxygen{}, nil
+			}
+		}
 	}
 	rows, err := r.repo.Oxygens(ctx, cols)
 	if err != nil {

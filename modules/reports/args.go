@@ -12,10 +12,10 @@ import (
 
 // Paging of main_report.
 const (
-	// DefaultLimit is main_report's page size when limit is omitted.
+	// DefaultLimit is main_report's page size when limit is omitted. The largest page is the
+	// setting LIMITS__MAX_PAGE_SIZE (stats.Limits): a page is for a screen; all rows come from
+	// the export.
 	DefaultLimit = 100
-	// MaxLimit bounds main_report's limit: a page is for a screen; all rows come from the export.
-	MaxLimit = 1000
 )
 
 // Page selects which of the ordered matching rows a report returns.
@@ -49,13 +49,20 @@ func recordFilter(startDate, endDate string, filters []*stats.Filter, useOr *boo
 	return f
 }
 
-// GraphQLArgs returns main_report's arguments: limit defaults to DefaultLimit and may be 0 (only
-// the total) to MaxLimit; offset defaults to 0 and must not be negative.
-func GraphQLArgs(startDate, endDate string, filters []*stats.Filter, useOr *bool, limit, offset *int) (Args, error) {
+// GraphQLArgs returns main_report's arguments: at most lim.Filters filters; limit defaults to
+// DefaultLimit and may be 0 (only the total) to lim.PageSize; offset defaults to 0 and must not
+// be negative.
+func GraphQLArgs(lim stats.Limits, startDate, endDate string, filters []*stats.Filter, useOr *bool, limit, offset *int) (Args, error) {
+	if err := lim.CheckFilters(len(filters)); err != nil {
+		return Args{}, err
+	}
 	a := Args{Records: recordFilter(startDate, endDate, filters, useOr), Page: Page{Limit: DefaultLimit}}
 	if limit != nil {
-		if *limit < 0 || *limit > MaxLimit {
-			return Args{}, apierr.BadInput("limit: %d is out of range; give 0 to %d rows per page (page with offset, or use the CSV export for all rows)", *limit, MaxLimit)
+		if *limit < 0 {
+			return Args{}, apierr.BadInput("limit: %d is negative; give 0 to %d rows per page", *limit, lim.PageSize)
+		}
+		if err := lim.CheckPageSize(*limit); err != nil {
+			return Args{}, err
 		}
 		a.Page.Limit = int64(*limit)
 	}

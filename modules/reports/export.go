@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/emsanalytics/emsquery/modules/stats"
 	"github.com/emsanalytics/emsquery/platform/database"
 )
 
@@ -19,23 +21,25 @@ import (
 // reads slowly slows the database down through TCP back-pressure. COPY takes no bind
 // parameters, so the validated values are written into the statement as literals (see inline).
 type Exporter struct {
-	db  *database.DB
-	log *slog.Logger
+	db     *database.DB
+	log    *slog.Logger
+	limits stats.Limits
 	// shutdown is cancelled when the service stops, after requests in flight had their grace
 	// period: exports still running are cancelled so that the pool can close.
 	shutdown context.Context
 }
 
 // NewExporter returns the exporter and the cleanup that cancels exports still running.
-func NewExporter(db *database.DB, log *slog.Logger) (*Exporter, func()) {
+func NewExporter(db *database.DB, log *slog.Logger, limits stats.Limits) (*Exporter, func()) {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Exporter{db: db, log: log, shutdown: ctx}, cancel
+	return &Exporter{db: db, log: log, limits: limits, shutdown: ctx}, cancel
 }
 
 // Export is a started export. Its statement has run far enough to produce its first row (or it
 // finished), so a failure to start is reported before any byte of the response: Start's error
 // becomes an error status, and from here on the response is a CSV.
 type Export struct {
+	ctx      context.Context // the COPY's; done when the export is cancelled
 	relay    *relay
 	done     chan copyResult // receives the COPY's end once
 	finished *copyResult     // the COPY ended in Start (no data row)
@@ -55,9 +59,12 @@ type ExportResult struct {
 
 // Start validates a (an apierr BAD_USER_INPUT names the problem), acquires a connection, starts
 // the COPY and waits until its first data row arrives or it ends. ctx gives the export its
-// values (request id); the export is cancelled by Close, by a failed write, or at shutdown,
-// not by ctx.
+// values (request id); the export is cancelled by ctx only until its first row (a client that
+// leaves while it waits), then by Close, by a failed write, or at shutdown.
 func (e *Exporter) Start(ctx context.Context, a Args) (*Export, error) {
+	if err := e.limits.CheckFilters(len(a.Records.Filters)); err != nil {
+		return nil, err
+	}
 	q, args, err := exportSQL(a)
 	if err != nil {
 		return nil, err
@@ -71,13 +78,16 @@ func (e *Exporter) Start(ctx context.Context, a Args) (*Export, error) {
 		return nil, fmt.Errorf("export: %w", err)
 	}
 	pg := conn.Conn().PgConn()
-	if enc := pg.ParameterStatus("client_encoding"); enc != "UTF8" {
+	// The literals need UTF8; the CSV's timestamps must look like main_report's (the pool sets
+	// DateStyle ISO). Both are server-reported settings, so this costs no round trip.
+	if enc, ds := pg.ParameterStatus("client_encoding"), pg.ParameterStatus("DateStyle"); enc != "UTF8" || !strings.HasPrefix(ds, "ISO") {
 		conn.Release()
-		return nil, fmt.Errorf("export: the connection's client_encoding is %q; the literals need UTF8", enc)
+		return nil, fmt.Errorf("export: the connection has client_encoding %q and DateStyle %q; it needs UTF8 and ISO", enc, ds)
 	}
 	cctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	stopOnShutdown := context.AfterFunc(e.shutdown, cancel)
 	x := &Export{
+		ctx:    cctx,
 		relay:  &relay{ready: make(chan struct{}), dst: make(chan io.Writer), abort: cctx.Done()},
 		done:   make(chan copyResult, 1),
 		cancel: func() { stopOnShutdown(); cancel() },
@@ -85,7 +95,8 @@ func (e *Exporter) Start(ctx context.Context, a Args) (*Export, error) {
 	go func() {
 		// A failed write closes the connection (pgconn cancels the query and drops it), and the
 		// pool then discards it on Release.
-		tag, err := pg.CopyTo(cctx, x.relay, sql)
+		// With LIMITS__EXPORT_TIMEOUT as its statement_timeout (see database.DB.CopyTo).
+		tag, err := e.db.CopyTo(cctx, conn, x.relay, sql)
 		conn.Release()
 		x.done <- copyResult{tag: tag, err: err}
 	}()
@@ -102,6 +113,12 @@ func (e *Exporter) Start(ctx context.Context, a Args) (*Export, error) {
 		}
 		x.finished = &res
 		return x, nil
+	case <-ctx.Done():
+		// The request ended before the first row (its client went away while the database
+		// was still sorting or waiting for a lock): stop the COPY now rather than at the first
+		// write, which may be minutes away.
+		x.cancel()
+		return nil, fmt.Errorf("export: %w", database.ClassifyContext(ctx, ctx.Err()))
 	}
 }
 
@@ -120,8 +137,15 @@ func Validate(a Args) error {
 // Stream sends the CSV, header row first, to w, which should be buffered. It returns when the
 // COPY ended; an error means the CSV in w is incomplete (a write failed, the database failed, or
 // the service is stopping), and the query was cancelled.
-func (x *Export) Stream(w io.Writer) (ExportResult, error) {
+//
+// When the export is cancelled (the service stops) while a write to w may be blocked by a client
+// that does not read, abort is called from another goroutine: it must make that write fail, for
+// example by closing the client's connection. Cancelling the query alone would not unblock it.
+func (x *Export) Stream(w io.Writer, abort func()) (ExportResult, error) {
 	defer x.cancel()
+	if abort != nil {
+		defer context.AfterFunc(x.ctx, abort)()
+	}
 	if x.finished != nil {
 		err := x.relay.writeRow(w, x.relay.head)
 		return ExportResult{Bytes: x.relay.bytes}, err

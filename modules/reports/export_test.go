@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -317,7 +318,7 @@ func TestExportClientDisconnectStopsQuery(t *testing.T) {
 	running := func() int {
 		var n int
 		err := e.pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-WHERE datname = current_database() AND application_name = 'emsquery' AND state = 'active' AND query LIKE 'COPY (%'`).Scan(&n)
+WHERE datname = current_database() AND application_name = 'emsquery' AND state = 'active' AND query LIKE '%COPY (SELECT%'`).Scan(&n)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -363,5 +364,56 @@ WHERE datname = current_database() AND application_name = 'emsquery' AND state =
 	resp2, body := e.svc.Get(t, exportPath+"?start_date=2024-03-01&end_date=2024-03-31", exportHeaders(e.svc))
 	if resp2.StatusCode != 200 || len(readCSV(t, body)) < 2 {
 		t.Errorf("after the hang-up: %d %s", resp2.StatusCode, body)
+	}
+}
+
+// TestExportStopsAtShutdown: an export whose client does not read does not hold the service
+// (or its database connection) past the shutdown bound.
+func TestExportStopsAtShutdown(t *testing.T) {
+	db := servicetest.FixtureDB(t)
+	if err := db.Cluster.Exec(context.Background(), db.Name, manyRows); err != nil {
+		t.Fatal(err)
+	}
+	svc := servicetest.Start(t, db, map[string]string{"APP__SHUTDOWN_TIMEOUT": "1"})
+	pool := db.Pool(t)
+	req, err := http.NewRequest(http.MethodGet, svc.URL+exportPath+"?start_date=2024-06-01&end_date=2024-06-30", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range exportHeaders(svc) {
+		req.Header.Set(k, v)
+	}
+	resp, err := (&http.Client{}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if _, err := io.ReadFull(resp.Body, make([]byte, 64<<10)); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	svc.Signal(syscall.SIGTERM)
+	code, err := svc.Wait(10 * time.Second)
+	if err != nil {
+		t.Fatalf("service still running 10 s after SIGTERM with a stalled export (shutdown bound 1 s): %v", err)
+	}
+	t.Logf("exit code %d", code)
+	// The server ends a backend a moment after its client closed the socket: poll briefly.
+	var n int
+	for deadline := time.Now().Add(3 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
+WHERE datname = current_database() AND application_name = 'emsquery'`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 || time.Now().After(deadline) {
+			break
+		}
+	}
+	if n != 0 {
+		t.Errorf("%d service connections left 3 s after exit", n)
+	}
+	// The client sees an incomplete body, not a CSV that looks complete.
+	if _, err := io.Copy(io.Discard, resp.Body); err == nil {
+		t.Error("the stalled export's body ended cleanly")
 	}
 }

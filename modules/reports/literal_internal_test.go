@@ -174,7 +174,7 @@ func TestExportStatementHasNoClientText(t *testing.T) {
 func TestExportQueryIsGraphQLArgs(t *testing.T) {
 	tr := true
 	limit, offset := 40, 95
-	gql, err := GraphQLArgs("2024-03-01", "2024-03-31", []*stats.Filter{
+	gql, err := GraphQLArgs(stats.Limits{Columns: 20, Filters: 50, PageSize: 1000}, "2024-03-01", "2024-03-31", []*stats.Filter{
 		{Column: "station", Operator: stats.Equals, Value: "Ålesund Sør, \"Kai\" 1's"},
 		{Column: "occurred_at", Operator: stats.GreaterThanOrEqual, Value: "2024-03-15 12:00:00"},
 		{Column: "municipality", Operator: stats.Equals, Value: ""},

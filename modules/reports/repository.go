@@ -45,7 +45,7 @@ func (r *Repository) MainReport(ctx context.Context, a Args, wantRows, wantTotal
 	defer conn.Release()
 	rows, err := conn.Query(ctx, q, args...)
 	if err != nil {
-		return nil, fmt.Errorf("main report: %w", database.Classify(err))
+		return nil, fmt.Errorf("main report: %w", r.db.Classify(ctx, err))
 	}
 	defer rows.Close()
 	for rows.Next() {
@@ -71,7 +71,7 @@ func (r *Repository) MainReport(ctx context.Context, a Args, wantRows, wantTotal
 		out.Rows = append(out.Rows, row)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("main report: %w", database.Classify(err))
+		return nil, fmt.Errorf("main report: %w", r.db.Classify(ctx, err))
 	}
 	return out, nil
 }
@@ -118,7 +118,7 @@ func (r *Repository) queryRow(ctx context.Context, op, q string, args []any, des
 	}
 	defer conn.Release()
 	if err := conn.QueryRow(ctx, q, args...).Scan(dest...); err != nil {
-		return fmt.Errorf("%s: %w", op, database.Classify(err))
+		return fmt.Errorf("%s: %w", op, r.db.Classify(ctx, err))
 	}
 	return nil
 }

@@ -10,13 +10,16 @@ import (
 
 // ServeResolver answers the root fields of /serve/graphql.
 type ServeResolver struct {
-	repo *Repository
+	repo   *Repository
+	limits stats.Limits
 }
 
-func NewServeResolver(repo *Repository) *ServeResolver { return &ServeResolver{repo: repo} }
+func NewServeResolver(repo *Repository, limits stats.Limits) *ServeResolver {
+	return &ServeResolver{repo: repo, limits: limits}
+}
 
 func (r *ServeResolver) MainReport(ctx context.Context, startDate string, endDate string, filters []*stats.Filter, useOr *bool, limit *int, offset *int) (*MainReport, error) {
-	a, err := GraphQLArgs(startDate, endDate, filters, useOr, limit, offset)
+	a, err := GraphQLArgs(r.limits, startDate, endDate, filters, useOr, limit, offset)
 	if err != nil {
 		return nil, err
 	}
@@ -25,6 +28,9 @@ func (r *ServeResolver) MainReport(ctx context.Context, startDate string, endDat
 }
 
 func (r *ServeResolver) MainReportSummary(ctx context.Context, startDate string, endDate string, filters []*stats.Filter, useOr *bool) (*MainReportSummary, error) {
+	if err := r.limits.CheckFilters(len(filters)); err != nil {
+		return nil, err
+	}
 	return r.repo.Summary(ctx, recordFilter(startDate, endDate, filters, useOr))
 }
 

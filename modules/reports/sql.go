@@ -1,7 +1,6 @@
 package reports
 
 import (
-	"fmt"
 	"strconv"
 	"strings"
 
@@ -18,16 +17,9 @@ func catalogColumn(name string) stats.Column {
 	return c
 }
 
-// occurredAtText renders a timestamp as PostgreSQL's ISO text form ("YYYY-MM-DD HH:MM:SS", a
-// fraction only when there is one) whatever the session's DateStyle, so that main_report and
-// the export show the same text.
-func occurredAtText(expr string) string {
-	return fmt.Sprintf(`CASE WHEN date_trunc('second', %[1]s) = %[1]s THEN to_char(%[1]s, 'YYYY-MM-DD HH24:MI:SS') `+
-		`ELSE rtrim(to_char(%[1]s, 'YYYY-MM-DD HH24:MI:SS.US'), '0') END`, expr)
-}
-
 // oxygenRoutes is the record's distinct oxygen routes, ascending, as a text[] ('{}' when none);
-// record is the SQL expression of the record's id.
+// record is the SQL expression of the record's id. main_report evaluates it for a page's rows
+// only, one index probe each.
 func oxygenRoutes(record string) string {
 	return `ARRAY(SELECT DISTINCT o.route FROM fact_oxygen AS o WHERE o.record_id = ` + record +
 		` AND o.route IS NOT NULL ORDER BY o.route)`
@@ -35,6 +27,14 @@ func oxygenRoutes(record string) string {
 
 // RouteSeparator joins a row's oxygen routes in one CSV field.
 const RouteSeparator = "; "
+
+// oxygenRoutesJoin gives the export every record's routes, joined with RouteSeparator in the
+// order of oxygenRoutes (NULL when none), as ox.routes. One aggregate over fact_oxygen joined by
+// hash beats a probe per row once an export has more than some 100,000 rows (measured: 1M
+// records 3.5 s instead of 5.0 s; one month, 44,000 records, 0.65 s instead of 0.45 s), and
+// large exports are the ones whose time matters.
+const oxygenRoutesJoin = ` LEFT JOIN (SELECT record_id, string_agg(DISTINCT route, '` + RouteSeparator + `' ORDER BY route) AS routes` +
+	` FROM fact_oxygen WHERE route IS NOT NULL GROUP BY record_id) AS ox ON ox.record_id = ` + recordID
 
 // reportColumn is one column of the main report: the GraphQL field and CSV header name, its
 // SQL for main_report (typed, scanned into MainReportRow) and for the export (the text the CSV
@@ -63,13 +63,15 @@ var (
 )
 
 // recordID is the record's key over the record query's alias.
-var recordID = stats.AliasRecord + ".record_id"
+const recordID = stats.AliasRecord + ".record_id"
 
 // reportColumns are the main report's columns, in the order of MainReportRow and of the CSV.
 // oxygen_routes is last: main_report computes it for the page's rows only.
 var reportColumns = []reportColumn{
 	{name: "record_id", sql: recordID},
-	{name: "occurred_at", sql: occurredAtText(colOccurredAt.Expr())},
+	// Text in the ISO form the pool's DateStyle (ISO, YMD) gives: "YYYY-MM-DD HH:MM:SS", a
+	// fraction only when there is one; COPY writes the value in the same form.
+	{name: "occurred_at", sql: colOccurredAt.Expr() + "::text", csv: colOccurredAt.Expr()},
 	{name: "station", sql: colStation.Expr()},
 	{name: "callsign", sql: colCallsign.Expr()},
 	{name: "resource_id", sql: colResourceID.Expr()},
@@ -80,7 +82,7 @@ var reportColumns = []reportColumn{
 	{name: "transported", sql: colTransport.Expr(), csv: colTransport.Expr() + "::text"},
 	{name: "patient_age", sql: colAge.Expr()},
 	{name: "patient_gender", sql: colGender.Expr()},
-	{name: "oxygen_routes", sql: oxygenRoutes(recordID), csv: "array_to_string(" + oxygenRoutes(recordID) + ", '" + RouteSeparator + "')"},
+	{name: "oxygen_routes", sql: oxygenRoutes(recordID), csv: "ox.routes"},
 }
 
 // ColumnNames are the main report's column names: MainReportRow's fields and the CSV header.
@@ -124,7 +126,7 @@ func exportSelect(a Args) (string, stats.Args, error) {
 		sel[i] = expr + " AS " + c.name
 	}
 	q := "SELECT " + strings.Join(sel, ", ") +
-		" FROM " + cond.From(reportJoins...) +
+		" FROM " + cond.From(reportJoins...) + oxygenRoutesJoin +
 		" WHERE " + cond.SQL +
 		" ORDER BY " + reportOrder + limitClause(a.Page, &args)
 	return q, args, nil

@@ -22,13 +22,25 @@ func (r *Repository) Resources(ctx context.Context) ([]Resource, error) {
 	const q = `SELECT sk_resource, resource_id, callsign, station_id, station, valid_from, valid_to
 FROM dim_resource
 ORDER BY sk_resource`
+	var (
+		// Scan targets, reused for every row: scanning into the Resource's own pointer fields
+		// would allocate through pgx's generic pointer plan.
+		stationID pgtype.Int4
+		station   pgtype.Text
+		from, to  pgtype.Date
+	)
 	return database.Collect(ctx, r.db, "resources", q, nil, func(row pgx.CollectableRow) (Resource, error) {
-		var (
-			res      Resource
-			from, to pgtype.Date
-		)
-		if err := row.Scan(&res.SkResource, &res.ResourceID, &res.Callsign, &res.StationID, &res.Station, &from, &to); err != nil {
+		var res Resource
+		if err := row.Scan(&res.SkResource, &res.ResourceID, &res.Callsign, &stationID, &station, &from, &to); err != nil {
 			return res, err
+		}
+		if stationID.Valid {
+			id := stationID.Int32
+			res.StationID = &id
+		}
+		if station.Valid {
+			name := station.String
+			res.Station = &name
 		}
 		res.ValidFrom = formatDate(from)
 		if to.Valid {
@@ -76,5 +88,12 @@ func formatDate(d pgtype.Date) string {
 	case pgtype.NegativeInfinity:
 		return "-infinity"
 	}
-	return d.Time.Format(time.DateOnly)
+	y, m, day := d.Time.Date()
+	if y < 0 || y > 9999 {
+		return d.Time.Format(time.DateOnly)
+	}
+	// time.Format's general machinery costs several times this.
+	b := [10]byte{byte('0' + y/1000), byte('0' + y/100%10), byte('0' + y/10%10), byte('0' + y%10), '-',
+		byte('0' + int(m)/10), byte('0' + int(m)%10), '-', byte('0' + day/10), byte('0' + day%10)}
+	return string(b[:])
 }

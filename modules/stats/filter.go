@@ -203,7 +203,8 @@ const (
 //   - boolean: "true" or "false", any letter case;
 //   - timestamp: "YYYY-MM-DD" (midnight), "YYYY-MM-DD HH:MM", "YYYY-MM-DD HH:MM:SS" with up to
 //     six fraction digits, "T" accepted for the space; no time zone, as occurred_at has none;
-//   - text: as is (a NUL character, which text cannot hold, is refused).
+//   - text: as is (a NUL character or bytes that are not UTF-8, which text cannot hold, are
+//     refused).
 //
 // The Go types returned: int32 (integer), string (numeric, text), bool (boolean), time.Time in
 // UTC holding the wall-clock time (timestamp). The error is a plain error; Compile wraps it as
@@ -251,8 +252,8 @@ func Convert(c Column, value string) (any, error) {
 		}
 		return nil, bad("a timestamp YYYY-MM-DD or YYYY-MM-DD HH:MM:SS (without time zone)")
 	default: // TypeText
-		if strings.IndexByte(value, 0) >= 0 {
-			return nil, bad("text without NUL characters")
+		if strings.IndexByte(value, 0) >= 0 || !utf8.ValidString(value) {
+			return nil, bad("UTF-8 text without NUL characters")
 		}
 		return value, nil
 	}

@@ -23,10 +23,13 @@ type UniqueCount struct {
 
 // Resolver answers the stats root fields of /graphql.
 type Resolver struct {
-	repo *Repository
+	repo   *Repository
+	limits Limits
 }
 
-func NewResolver(repo *Repository) *Resolver { return &Resolver{repo: repo} }
+func NewResolver(repo *Repository, limits Limits) *Resolver {
+	return &Resolver{repo: repo, limits: limits}
+}
 
 func (r *Resolver) RecordsCount(ctx context.Context, station *string) (*RecordsCount, error) {
 	n, err := r.repo.RecordsCount(ctx, station)
@@ -37,7 +40,7 @@ func (r *Resolver) RecordsCount(ctx context.Context, station *string) (*RecordsC
 }
 
 func (r *Resolver) DistinctValues(ctx context.Context, columns []string, startDate string, endDate string, useOr *bool, filters []*Filter) ([]*DistinctValue, error) {
-	cols, f, err := selection(columns, startDate, endDate, useOr, filters)
+	cols, f, err := r.selection(columns, startDate, endDate, useOr, filters)
 	if err != nil {
 		return nil, err
 	}
@@ -45,7 +48,7 @@ func (r *Resolver) DistinctValues(ctx context.Context, columns []string, startDa
 }
 
 func (r *Resolver) UniqueCounts(ctx context.Context, columns []string, startDate string, endDate string, useOr *bool, filters []*Filter) ([]*UniqueCount, error) {
-	cols, f, err := selection(columns, startDate, endDate, useOr, filters)
+	cols, f, err := r.selection(columns, startDate, endDate, useOr, filters)
 	if err != nil {
 		return nil, err
 	}
@@ -53,8 +56,14 @@ func (r *Resolver) UniqueCounts(ctx context.Context, columns []string, startDate
 }
 
 // selection turns the shared arguments of distinct_values and unique_counts into the columns
-// and the record filter; the filter itself is validated when compiled.
-func selection(columns []string, startDate, endDate string, useOr *bool, filters []*Filter) ([]Column, RecordFilter, error) {
+// and the record filter, within the limits; the filter itself is validated when compiled.
+func (r *Resolver) selection(columns []string, startDate, endDate string, useOr *bool, filters []*Filter) ([]Column, RecordFilter, error) {
+	if err := r.limits.CheckColumns(len(columns)); err != nil {
+		return nil, RecordFilter{}, err
+	}
+	if err := r.limits.CheckFilters(len(filters)); err != nil {
+		return nil, RecordFilter{}, err
+	}
 	cols, err := ResolveColumns(columns)
 	if err != nil {
 		return nil, RecordFilter{}, err

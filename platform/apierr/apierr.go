@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
+	"time"
 )
 
 // Code is a machine-readable error code, sent as extensions.code (GraphQL) or error.code (REST).
@@ -49,9 +51,37 @@ func Unavailable(cause error) *Error {
 	return &Error{Code: ServiceUnavailable, Message: "the database is unavailable; try again later", Err: cause}
 }
 
-// TimedOut reports that a query ran longer than the service allows.
+// TimedOut reports that a query ran longer than the database's statement timeout
+// (LIMITS__STATEMENT_TIMEOUT) allows, when its value is not at hand; see StatementTimedOut.
 func TimedOut(cause error) *Error {
-	return &Error{Code: Timeout, Message: "the query took longer than the service allows; narrow it (dates, filters) or try again later", Err: cause}
+	return &Error{Code: Timeout, Message: StatementTimeoutMessage, Err: cause}
+}
+
+// StatementTimedOut reports a query stopped at LIMITS__STATEMENT_TIMEOUT (d).
+func StatementTimedOut(d time.Duration, cause error) *Error {
+	return &Error{Code: Timeout, Message: "the query ran longer than " + setting("LIMITS__STATEMENT_TIMEOUT", d) + " allows; " + narrowIt, Err: cause}
+}
+
+// RequestTimedOut reports a request stopped at LIMITS__REQUEST_TIMEOUT (d).
+func RequestTimedOut(d time.Duration, cause error) *Error {
+	return &Error{Code: Timeout, Message: "the request took longer than " + setting("LIMITS__REQUEST_TIMEOUT", d) + " allows; " + narrowIt, Err: cause}
+}
+
+// ExportTimedOut reports an export stopped at LIMITS__EXPORT_TIMEOUT (d).
+func ExportTimedOut(d time.Duration, cause error) *Error {
+	return &Error{Code: Timeout, Message: "the export ran longer than " + setting("LIMITS__EXPORT_TIMEOUT", d) + " allows; export a shorter period", Err: cause}
+}
+
+// The TIMEOUT messages for when the limit's value is not at hand; they still name the setting.
+const (
+	StatementTimeoutMessage = "the query ran longer than LIMITS__STATEMENT_TIMEOUT allows; " + narrowIt
+	RequestTimeoutMessage   = "the request took longer than LIMITS__REQUEST_TIMEOUT allows; " + narrowIt
+	narrowIt                = "narrow it (dates, filters) or try again later"
+)
+
+// setting is "NAME=<seconds>s", as the settings are given in seconds.
+func setting(name string, d time.Duration) string {
+	return name + "=" + strconv.FormatFloat(d.Seconds(), 'f', -1, 64) + "s"
 }
 
 // InternalMessage is all a client learns of an unexpected error; the detail goes to the log.
@@ -65,7 +95,8 @@ func Classify(err error) (Code, string) {
 		return e.Code, e.Message
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
-		return Timeout, "the request took longer than the service allows"
+		// The request's own deadline (LIMITS__REQUEST_TIMEOUT) passed.
+		return Timeout, RequestTimeoutMessage
 	}
 	return Internal, InternalMessage
 }

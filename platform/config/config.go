@@ -26,8 +26,9 @@ type Config struct {
 // Limits protect the service and the database from requests that are too large or too slow.
 // Every refusal names the limit's setting.
 type Limits struct {
-	// QueryDepth and QueryComplexity bound a GraphQL document (gqlgen's complexity limit).
-	QueryDepth      Count `env:"LIMITS__MAX_QUERY_DEPTH" env-default:"12"`
+	// QueryDepth and QueryComplexity bound a GraphQL document (gqlgen's complexity limit). The
+	// standard introspection query (graphql-js 16, GraphiQL's schema fetch) has depth 15.
+	QueryDepth      Count `env:"LIMITS__MAX_QUERY_DEPTH" env-default:"15"`
 	QueryComplexity Count `env:"LIMITS__MAX_QUERY_COMPLEXITY" env-default:"1000"`
 	// Columns and Filters bound the lists of distinct_values, unique_counts and the reports.
 	Columns Count `env:"LIMITS__MAX_COLUMNS" env-default:"20"`

@@ -73,7 +73,7 @@ func TestDefaults(t *testing.T) {
 		{"OTEL_METRICS_EXPORTER", cfg.Metrics.Exporters, "otlp"},
 		{"OTEL_EXPORTER_PROMETHEUS_HOST", cfg.Metrics.PrometheusHost, "localhost"},
 		{"OTEL_EXPORTER_PROMETHEUS_PORT", cfg.Metrics.PrometheusPort, config.Port(9464)},
-		{"LIMITS__MAX_QUERY_DEPTH", cfg.Limits.QueryDepth, config.Count(12)},
+		{"LIMITS__MAX_QUERY_DEPTH", cfg.Limits.QueryDepth, config.Count(15)},
 		{"LIMITS__MAX_QUERY_COMPLEXITY", cfg.Limits.QueryComplexity, config.Count(1000)},
 		{"LIMITS__MAX_COLUMNS", cfg.Limits.Columns, config.Count(20)},
 		{"LIMITS__MAX_FILTERS", cfg.Limits.Filters, config.Count(50)},

@@ -8,9 +8,11 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -25,19 +27,24 @@ import (
 // DB is the service's pool. Repositories acquire connections through it so that the wait for a
 // free connection is bounded by DATABASE__POOL_TIMEOUT whatever the request's own deadline.
 type DB struct {
-	pool        *pgxpool.Pool
-	poolTimeout time.Duration
-	metrics     *poolMetrics
+	pool             *pgxpool.Pool
+	poolTimeout      time.Duration
+	statementTimeout time.Duration
+	exportTimeout    time.Duration
+	metrics          *poolMetrics
+	reach            *reachability
 }
 
 // Open builds the pool. It does not wait for the database: the service starts, and healthz
 // reports 503, while the database is down. The pool's statistics, the waits for a connection and
-// the repositories' operations are measured on mp.
+// the repositories' operations are measured on mp. Every session runs with
+// LIMITS__STATEMENT_TIMEOUT as its statement_timeout.
 func Open(cfg *config.Config, log *slog.Logger, mp metric.MeterProvider) (*DB, func(), error) {
 	pc, err := PoolConfig(cfg.Database)
 	if err != nil {
 		return nil, nil, err
 	}
+	pc.ConnConfig.RuntimeParams["statement_timeout"] = milliseconds(cfg.Limits.StatementTimeout.Duration())
 	pool, err := pgxpool.NewWithConfig(context.Background(), pc)
 	if err != nil {
 		return nil, nil, fmt.Errorf("database pool: %w", err)
@@ -50,8 +57,18 @@ func Open(cfg *config.Config, log *slog.Logger, mp metric.MeterProvider) (*DB, f
 	d := cfg.Database
 	log.Info("database pool ready",
 		"host", d.Host, "port", int(d.Port), "database", d.Name, "user", d.Username, "schema", d.Schema,
-		"tls", tlsMode(d), "pool_size", int(d.PoolSize), "max_overflow", int(d.MaxOverflow))
-	return &DB{pool: pool, poolTimeout: d.PoolTimeout.Duration(), metrics: m}, pool.Close, nil
+		"tls", tlsMode(d), "pool_size", int(d.PoolSize), "max_overflow", int(d.MaxOverflow),
+		"statement_timeout", cfg.Limits.StatementTimeout.Duration().String())
+	reach := newReachability(pool, log)
+	db := &DB{pool: pool, poolTimeout: d.PoolTimeout.Duration(), metrics: m, reach: reach,
+		statementTimeout: cfg.Limits.StatementTimeout.Duration(), exportTimeout: cfg.Limits.ExportTimeout.Duration()}
+	return db, func() { reach.close(); pool.Close() }, nil
+}
+
+// milliseconds is d as a statement_timeout value: whole milliseconds, at least 1 (0 would
+// mean no limit).
+func milliseconds(d time.Duration) string {
+	return strconv.FormatInt(max(1, d.Milliseconds()), 10)
 }
 
 // PoolConfig translates the settings into a pgxpool configuration. The password is set as a
@@ -137,7 +154,15 @@ func tlsMode(d config.Database) string {
 func (db *DB) Pool() *pgxpool.Pool { return db.pool }
 
 // Acquire waits at most DATABASE__POOL_TIMEOUT for a connection. The caller releases it.
+//
+// While the database is known to be unreachable (an attempt to connect failed and no probe has
+// reached it since) and the pool has no idle connection, it fails at once with
+// SERVICE_UNAVAILABLE instead of letting every request wait for a connection attempt of its
+// own; see reachability.
 func (db *DB) Acquire(ctx context.Context) (*pgxpool.Conn, error) {
+	if db.reach.failFast() {
+		return nil, apierr.Unavailable(errUnreachable)
+	}
 	actx, cancel := context.WithTimeout(ctx, db.poolTimeout)
 	defer cancel()
 	db.metrics.pending.Add(1)
@@ -148,10 +173,14 @@ func (db *DB) Acquire(ctx context.Context) (*pgxpool.Conn, error) {
 	db.metrics.acquired(ctx, start, timedOut)
 	if err != nil {
 		if ctx.Err() != nil {
-			return nil, ctx.Err()
+			// The caller's deadline passed first: as ambiguous as DATABASE__POOL_TIMEOUT.
+			db.reach.failed(err, errors.Is(ctx.Err(), context.DeadlineExceeded))
+			return nil, ClassifyContext(ctx, err)
 		}
+		db.reach.failed(err, timedOut)
 		return nil, apierr.Unavailable(fmt.Errorf("acquire connection: %w", err))
 	}
+	db.reach.succeeded()
 	return conn, nil
 }
 
@@ -166,7 +195,7 @@ func (db *DB) Ping(ctx context.Context) error {
 	start := time.Now()
 	err = conn.QueryRow(ctx, "SELECT 1").Scan(&one)
 	db.metrics.operation(ctx, "ping", start, err)
-	return Classify(err)
+	return db.Classify(ctx, err)
 }
 
 // Collect runs one query on a pooled connection and scans every row with scan. op names the
@@ -182,18 +211,53 @@ func Collect[T any](ctx context.Context, db *DB, op, q string, args []any, scan 
 	rows, err := conn.Query(ctx, q, args...)
 	if err != nil {
 		db.metrics.operation(ctx, op, start, err)
-		return nil, fmt.Errorf("%s: %w", op, Classify(err))
+		return nil, fmt.Errorf("%s: %w", op, db.Classify(ctx, err))
 	}
 	out, err := pgx.CollectRows(rows, scan)
 	db.metrics.operation(ctx, op, start, err)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", op, Classify(err))
+		return nil, fmt.Errorf("%s: %w", op, db.Classify(ctx, err))
 	}
 	return out, nil
 }
 
+// Classify is ClassifyContext with this pool's settings: a statement timeout's message names
+// LIMITS__STATEMENT_TIMEOUT with its value. Repositories classify their query errors with it.
+func (db *DB) Classify(ctx context.Context, err error) error {
+	var pgErr *pgconn.PgError
+	if err != nil && ctx.Err() == nil && errors.As(err, &pgErr) && pgErr.Code == "57014" {
+		return apierr.StatementTimedOut(db.statementTimeout, err)
+	}
+	return ClassifyContext(ctx, err)
+}
+
+// ClassifyContext is Classify for an operation that ran with ctx: when ctx is done, the
+// operation did not fail on its own but was stopped, and the error says why. A request past its
+// LIMITS__REQUEST_TIMEOUT is TIMEOUT naming that setting (or whatever apierr.Error the context
+// was given as its cause); a request whose client went away keeps a plain context.Canceled.
+// Both matter because cancelling a query also makes PostgreSQL report 57014 (query_canceled),
+// the code of a statement timeout.
+func ClassifyContext(ctx context.Context, err error) error {
+	if err == nil {
+		return nil
+	}
+	if ctx.Err() == nil {
+		return Classify(err)
+	}
+	var ae *apierr.Error
+	if cause := context.Cause(ctx); errors.As(cause, &ae) {
+		return &apierr.Error{Code: ae.Code, Message: ae.Message, Err: fmt.Errorf("%w (%w)", cause, err)}
+	}
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return &apierr.Error{Code: apierr.Timeout, Message: apierr.RequestTimeoutMessage, Err: fmt.Errorf("%w (%w)", ctx.Err(), err)}
+	}
+	return fmt.Errorf("%w: %w", context.Cause(ctx), err)
+}
+
 // Classify marks errors that mean "the database cannot serve now" as SERVICE_UNAVAILABLE and
-// statement timeouts as TIMEOUT; other errors pass through unchanged.
+// statement timeouts as TIMEOUT naming LIMITS__STATEMENT_TIMEOUT; other errors pass through
+// unchanged. Prefer ClassifyContext where the operation's context is at hand: 57014 is also
+// what a cancelled query reports.
 func Classify(err error) error {
 	if err == nil {
 		return nil
@@ -205,7 +269,7 @@ func Classify(err error) error {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		switch {
-		case pgErr.Code == "57014": // query_canceled: statement_timeout
+		case pgErr.Code == "57014": // query_canceled: statement_timeout (a cancel is told apart by ClassifyContext)
 			return apierr.TimedOut(err)
 		case pgErr.Code == "57P01", pgErr.Code == "57P02", pgErr.Code == "57P03", // shutdown, crash, cannot connect now
 			pgErr.Code == "53300",                          // too_many_connections
@@ -216,7 +280,9 @@ func Classify(err error) error {
 	}
 	var netErr net.Error
 	var connectErr *pgconn.ConnectError
-	if errors.As(err, &netErr) || errors.As(err, &connectErr) || pgconn.SafeToRetry(err) || errors.Is(err, pgx.ErrTxClosed) {
+	if errors.As(err, &netErr) || errors.As(err, &connectErr) || pgconn.SafeToRetry(err) || errors.Is(err, pgx.ErrTxClosed) ||
+		// The server went away mid-query (stopped, crashed, restarted): the connection ended.
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 		return apierr.Unavailable(err)
 	}
 	return err

@@ -22,6 +22,7 @@ import (
 	prom "github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/prometheus/otlptranslator"
+	"go.opentelemetry.io/contrib/instrumentation/runtime"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetricgrpc"
@@ -105,6 +106,11 @@ func New(cfg *config.Config, log *slog.Logger, svc Service) (metric.MeterProvide
 		}
 	}
 	mp := sdkmetric.NewMeterProvider(opts...)
+	// The Go runtime's own metrics (go.goroutine.count, go.memory.used, ...): what a soak test
+	// or an operator watches for leaks.
+	if err := runtime.Start(runtime.WithMeterProvider(mp), runtime.WithMinimumReadMemStatsInterval(time.Second)); err != nil {
+		return nil, nil, fmt.Errorf("runtime metrics: %w", err)
+	}
 	if scrape != nil {
 		go func() {
 			if err := scrape.Serve(scrapeLn); err != nil && !errors.Is(err, http.ErrServerClosed) {

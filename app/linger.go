@@ -1,0 +1,55 @@
+package app
+
+import (
+	"io"
+	"net"
+	"sync"
+	"time"
+)
+
+// Closing a socket that still has unread data from the client makes the kernel answer with a
+// reset, which can destroy the server's last answer before the client reads it. That is what
+// happens to a body over APP__MAX_BODY_BYTES: the server answers 413 without reading the body
+// and closes, and a client still sending (browsers, Go's and most HTTP clients) reports a broken
+// connection instead of the 413. So connections close gracefully, as web servers' "lingering
+// close" does: the server's side is shut down first (the client reads the answer, then end of
+// file), and what the client still sends is read and dropped, for lingerTimeout at most, before
+// the socket is closed.
+const (
+	lingerTimeout  = 5 * time.Second
+	lingerMaxBytes = 256 << 20
+)
+
+// lingeringListener accepts connections whose Close lingers (see above).
+type lingeringListener struct{ net.Listener }
+
+func (l lingeringListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if tc, ok := c.(*net.TCPConn); ok && err == nil {
+		return &lingeringConn{TCPConn: tc}, nil
+	}
+	return c, err
+}
+
+// lingeringConn is a TCP connection whose Close shuts down the sending side at once and closes
+// the socket in the background, once the client has stopped sending or lingerTimeout passed.
+type lingeringConn struct {
+	*net.TCPConn
+	once sync.Once
+}
+
+func (c *lingeringConn) Close() error {
+	var err error
+	c.once.Do(func() {
+		if err = c.TCPConn.CloseWrite(); err != nil {
+			err = c.TCPConn.Close()
+			return
+		}
+		go func() {
+			defer c.TCPConn.Close()
+			_ = c.TCPConn.SetReadDeadline(time.Now().Add(lingerTimeout))
+			_, _ = io.CopyN(io.Discard, c.TCPConn, lingerMaxBytes)
+		}()
+	})
+	return err
+}

@@ -1,0 +1,124 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/emsanalytics/emsquery/platform/apierr"
+)
+
+// errClientGone is the cause of a request context cancelled because the client closed its
+// connection.
+var errClientGone = fmt.Errorf("the client closed its connection: %w", context.Canceled)
+
+// clientCheckInterval is how often a running API request looks whether its client is still
+// there. The first look comes after one interval, so quick requests never look.
+const clientCheckInterval = 250 * time.Millisecond
+
+// bounded runs an API handler (GraphQL) with a request context that ends
+//   - at LIMITS__REQUEST_TIMEOUT: what is still running fails with TIMEOUT naming the setting;
+//   - when the client closes its connection: the query in progress is cancelled on the server,
+//     and its database connection is free again.
+//
+// fasthttp does not notice a client that goes away while a handler runs (it reads the
+// connection only between requests), so the connection is looked at every clientCheckInterval
+// with a non-consuming read (see peerClosed).
+func (s *Server) bounded(h fiber.Handler) fiber.Handler {
+	timeout := s.cfg.Limits.RequestTimeout.Duration()
+	cause := apierr.RequestTimedOut(timeout, context.DeadlineExceeded)
+	w := watched(h)
+	return func(c *fiber.Ctx) error {
+		parent := c.UserContext()
+		ctx, cancel := context.WithTimeoutCause(parent, timeout, cause)
+		defer cancel()
+		c.SetUserContext(ctx)
+		err := w(c)
+		c.SetUserContext(parent)
+		return err
+	}
+}
+
+// watched runs h with a request context that is cancelled when the client closes its
+// connection while h runs. The export uses it alone: its own limit is LIMITS__EXPORT_TIMEOUT,
+// and once its handler has returned, a failed write is what tells that the client left.
+func watched(h fiber.Handler) fiber.Handler {
+	return func(c *fiber.Ctx) error {
+		parent := c.UserContext()
+		ctx, cancel := context.WithCancelCause(parent)
+		defer cancel(nil)
+		stop := watchClient(c.Context().Conn(), cancel)
+		defer stop()
+		c.SetUserContext(ctx)
+		err := h(c)
+		c.SetUserContext(parent)
+		if errors.Is(context.Cause(ctx), errClientGone) {
+			// Nobody reads this answer. The access line and the metrics get nginx's "client
+			// closed request" instead of an error of the service's.
+			c.Status(statusClientClosedRequest)
+			return nil
+		}
+		return err
+	}
+}
+
+// statusClientClosedRequest is the status logged for a request whose client left before the
+// answer (nginx's 499).
+const statusClientClosedRequest = 499
+
+// watchClient calls cancel(errClientGone) when the peer of conn closes it, looking every
+// clientCheckInterval until stop is called. After stop returns no look is under way, so the
+// server's own reads of the connection never overlap with one. Connections that are not
+// sockets (tests, in-memory listeners) are not watched.
+func watchClient(conn any, cancel context.CancelCauseFunc) (stop func()) {
+	sc, ok := conn.(syscall.Conn)
+	if !ok {
+		return func() {}
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return func() {}
+	}
+	w := &clientWatch{raw: raw, cancel: cancel}
+	w.mu.Lock()
+	w.timer = time.AfterFunc(clientCheckInterval, w.check)
+	w.mu.Unlock()
+	return w.stop
+}
+
+type clientWatch struct {
+	raw    syscall.RawConn
+	cancel context.CancelCauseFunc
+
+	mu      sync.Mutex // held during a look, so that stop waits for it
+	timer   *time.Timer
+	stopped bool
+}
+
+func (w *clientWatch) check() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stopped {
+		return
+	}
+	if peerClosed(w.raw) {
+		w.cancel(errClientGone)
+		return
+	}
+	w.timer.Reset(clientCheckInterval)
+}
+
+func (w *clientWatch) stop() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.stopped = true
+	w.timer.Stop()
+}
+
+// isClientGone says whether err is (or comes from) a request cancelled because its client left.
+func isClientGone(err error) bool { return errors.Is(err, errClientGone) }

@@ -1,0 +1,305 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/emsanalytics/emsquery/internal/pgtest"
+)
+
+// row is one measurement: a workload at one concurrency on one data set.
+type row struct {
+	Set     *dataSet
+	W       workload
+	Conc    int
+	Svc     measurement
+	SvcCPU  time.Duration // the service process's CPU time during the measured part
+	PeakRSS int64         // the service's peak resident memory (warm-up and measurement)
+	Base    measurement
+	Heavy   bool // the database works over 10 ms (baseline median at the lowest concurrency)
+
+	Target  string
+	Verdict string // "met", "MISSED" or ""
+}
+
+func (r row) ratio() float64 {
+	if r.Base.RPS() == 0 {
+		return 0
+	}
+	return r.Svc.RPS() / r.Base.RPS()
+}
+
+// Targets of the issue, in the benchmark, never as timed tests.
+const (
+	heavyRatio   = 0.9 // database work over 10 ms: service throughput / baseline
+	lightRatio   = 0.5 // records_count of one station, station_resources, at concurrency 16
+	lightConc    = 16
+	exportRatio  = 0.8 // export / psql \copy
+	exportRSS    = 100 << 20
+	patientsRSS  = 150 << 20 // patients with 200,000 rows
+	patientsRows = 200_000
+)
+
+// judge sets the row's target and whether it was met.
+func (r *row) judge() {
+	ratio := r.ratio()
+	ok := func(b bool) string {
+		if b {
+			return "met"
+		}
+		return "MISSED"
+	}
+	switch {
+	case r.Svc.Errors > 0 || r.Base.Errors > 0:
+		r.Target, r.Verdict = "no errors", "ERRORS"
+	case r.W.isExport():
+		r.Target = fmt.Sprintf("≥ %.2f, RSS < %d MB", exportRatio, exportRSS>>20)
+		r.Verdict = ok(ratio >= exportRatio && r.PeakRSS < exportRSS)
+	case r.Set.RSSOnly:
+		r.Target = fmt.Sprintf("RSS < %d MB", patientsRSS>>20)
+		r.Verdict = ok(r.PeakRSS < patientsRSS)
+	case r.Heavy:
+		r.Target = fmt.Sprintf("≥ %.2f", heavyRatio)
+		r.Verdict = ok(ratio >= heavyRatio)
+	case r.W.Light && r.Conc == lightConc:
+		r.Target = fmt.Sprintf("≥ %.2f", lightRatio)
+		r.Verdict = ok(ratio >= lightRatio)
+	}
+}
+
+// environment describes where and how the run happened.
+type environment struct {
+	Date     time.Time
+	CPU      string
+	Cores    int
+	MemGiB   float64
+	Kernel   string
+	Go       string
+	Postgres string
+	Settings string
+	Wall     time.Duration
+	// OtherCPU is the share of the machine's processor time that processes other than the
+	// benchmark's (this program and its children, the service, the cluster) used while it
+	// measured: other work on the machine, which the alternating slices spread over both sides.
+	OtherCPU float64
+	cpu0     cpuSample
+}
+
+// cpuSample is the machine's busy time and this run's own, in clock ticks.
+type cpuSample struct{ total, busy, own int64 }
+
+// sampleCPU reads /proc/stat and the processor time of this process (with its waited-for
+// children: psql, the services) and of the cluster's postmaster (with its backends).
+func sampleCPU(postmaster int) cpuSample {
+	var s cpuSample
+	if b, err := os.ReadFile("/proc/stat"); err == nil {
+		line, _, _ := strings.Cut(string(b), "\n")
+		for i, f := range strings.Fields(line)[1:] {
+			var v int64
+			fmt.Sscan(f, &v)
+			s.total += v
+			if i != 3 && i != 4 { // idle, iowait
+				s.busy += v
+			}
+		}
+	}
+	own := func(pid string, children bool) {
+		b, err := os.ReadFile("/proc/" + pid + "/stat")
+		if err != nil {
+			return
+		}
+		str := string(b)
+		f := strings.Fields(str[strings.LastIndexByte(str, ')')+1:])
+		n := 2
+		if children {
+			n = 4
+		}
+		for _, x := range f[11 : 11+n] {
+			var v int64
+			fmt.Sscan(x, &v)
+			s.own += v
+		}
+	}
+	own("self", true)
+	if postmaster > 0 {
+		pm := strconv.Itoa(postmaster)
+		own(pm, true)
+		// Backends still running count for the cluster too.
+		if entries, err := os.ReadDir("/proc"); err == nil {
+			for _, e := range entries {
+				b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+				if err != nil {
+					continue
+				}
+				str := string(b)
+				f := strings.Fields(str[strings.LastIndexByte(str, ')')+1:])
+				if len(f) > 1 && f[1] == pm {
+					own(e.Name(), false)
+				}
+			}
+		}
+	}
+	return s
+}
+
+// otherShare is the share of all processor time that others used between a and b.
+func otherShare(a, b cpuSample) float64 {
+	if b.total <= a.total {
+		return 0
+	}
+	return max(0, float64((b.busy-a.busy)-(b.own-a.own))/float64(b.total-a.total))
+}
+
+func machine(ctx context.Context, c *pgtest.Cluster) (environment, error) {
+	e := environment{Date: time.Now().UTC(), Cores: runtime.NumCPU(), Go: runtime.Version()}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for line := range strings.SplitSeq(string(b), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+				e.CPU = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		e.Kernel = "Linux " + strings.TrimSpace(string(b))
+	}
+	e.MemGiB = float64(statusLine("/proc/meminfo", "MemTotal:")) / (1 << 30)
+	cfg, err := c.ConnConfig("postgres")
+	if err != nil {
+		return e, err
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return e, err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var sb, wm, par string
+	if err := conn.QueryRow(ctx, `SELECT current_setting('server_version'), current_setting('shared_buffers'),
+		current_setting('work_mem'), current_setting('max_parallel_workers_per_gather')`).Scan(&e.Postgres, &sb, &wm, &par); err != nil {
+		return e, err
+	}
+	e.Settings = fmt.Sprintf("shared_buffers %s, work_mem %s, max_parallel_workers_per_gather %s, fsync off", sb, wm, par)
+	return e, nil
+}
+
+// statusLine reads a "<field> <n> kB" line of a /proc file, in bytes.
+func statusLine(path, field string) int64 {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, field); ok {
+			var kb int64
+			fmt.Sscan(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), &kb)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+// render writes the results as markdown.
+func render(e environment, o options, sets []*dataSet, rows []row) string {
+	var b strings.Builder
+	p := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
+	p("Run of %s UTC, `make bench` wall time %s.\n\n", e.Date.Format("2006-01-02 15:04"), e.Wall.Round(time.Second))
+	p("Machine: %s, %d cores, %.0f GiB memory, %s; %s; PostgreSQL %s (throwaway cluster: %s). "+
+		"The service, the database and the load driver share the machine; other processes used %.0f%% of its processor time while the benchmark measured.\n\n",
+		e.CPU, e.Cores, e.MemGiB, e.Kernel, e.Go, e.Postgres, e.Settings, 100*e.OtherCPU)
+	p("Each line: closed loop with c workers; after %s warm-up each, service and baseline are measured for %s each, in up to %d alternating slices "+
+		"(requests in flight at a slice's end awaited); the service is restarted for each line. Ratio = service req/s ÷ baseline req/s. "+
+		"Baseline: the same SQL and parameters through pgx (the export: `psql \\copy` of the same COPY). "+
+		"CPU/req: the service process's CPU time per request.\n\n", o.warmup, o.duration, o.rounds)
+	for _, s := range sets {
+		if s.RSSOnly {
+			p("### patients with %s rows (%s records)\n\n", count(int(s.Patients)), count(s.Records))
+		} else {
+			p("### %s records (%s patients)\n\n", count(s.Records), count(int(s.Patients)))
+		}
+		p("| Workload | c | Service req/s | p50 ms | p99 ms | Baseline req/s | p50 ms | p99 ms | Ratio | CPU/req ms | Peak RSS MB | Target | |\n")
+		p("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|---|\n")
+		for _, r := range rows {
+			if r.Set != s {
+				continue
+			}
+			cpu := 0.0
+			if r.Svc.Requests > 0 {
+				cpu = float64(r.SvcCPU.Microseconds()) / 1000 / float64(r.Svc.Requests)
+			}
+			p("| %s | %d | %s | %s | %s | %s | %s | %s | %.2f | %.2f | %.0f | %s | %s |\n",
+				r.W.Name, r.Conc, rps(r.Svc.RPS()), ms(r.Svc.P50), ms(r.Svc.P99), rps(r.Base.RPS()), ms(r.Base.P50), ms(r.Base.P99),
+				r.ratio(), cpu, mb(r.PeakRSS), dash(r.Target), verdict(r.Verdict))
+			for _, m := range []measurement{r.Svc, r.Base} {
+				if m.Errors > 0 {
+					p("| | | %d errors: %s | | | | | | | | | | |\n", m.Errors, strings.ReplaceAll(fmt.Sprint(m.FirstErr), "|", "/"))
+				}
+			}
+		}
+		p("\n")
+	}
+	return b.String()
+}
+
+func rps(v float64) string {
+	switch {
+	case v >= 100:
+		return fmt.Sprintf("%.0f", v)
+	case v >= 10:
+		return fmt.Sprintf("%.1f", v)
+	default:
+		return fmt.Sprintf("%.2f", v)
+	}
+}
+
+func ms(d time.Duration) string {
+	v := float64(d.Microseconds()) / 1000
+	switch {
+	case v >= 100:
+		return fmt.Sprintf("%.0f", v)
+	case v >= 10:
+		return fmt.Sprintf("%.1f", v)
+	default:
+		return fmt.Sprintf("%.2f", v)
+	}
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "—"
+	}
+	return s
+}
+
+func verdict(v string) string {
+	if v == "MISSED" || v == "ERRORS" {
+		return "**" + v + "**"
+	}
+	return v
+}
+
+const (
+	beginMarker = "<!-- results:begin -->"
+	endMarker   = "<!-- results:end -->"
+)
+
+// replaceSection puts md between the markers of the file at path.
+func replaceSection(path, md string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	s := string(b)
+	i, j := strings.Index(s, beginMarker), strings.Index(s, endMarker)
+	if i < 0 || j < i {
+		return fmt.Errorf("%s: no %s ... %s section", path, beginMarker, endMarker)
+	}
+	s = s[:i+len(beginMarker)] + "\n" + md + s[j:]
+	return os.WriteFile(path, []byte(s), 0o644)
+}

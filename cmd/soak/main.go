@@ -1,0 +1,684 @@
+// Command soak runs the service for a long while under a steady mixed load and checks that it
+// stays healthy: no error at all, and flat memory (RSS) and goroutine count. It is `make soak`,
+// not part of `make test`.
+//
+// It builds the service, starts a throwaway PostgreSQL cluster (internal/pgtest) on the loopback
+// interface, loads the demo generator's data, starts the real binary with the Prometheus scrape
+// endpoint on, and sends records_count, distinct_values, unique_counts, station_resources and
+// main_report at a fixed rate. Every answer must be 200 without errors and byte for byte the
+// answer that query got the first time (the data does not change). Every 10 s it samples the
+// process's VmRSS (/proc/<pid>/status) and go_goroutine_count (the service's runtime metrics).
+//
+// Growth is judged between two quiet samples, taken with no request in flight (goroutines come
+// and go with requests; a leak stays): the baseline after a warm-up (a tenth of the run, 10 s to
+// 60 s; the load pauses for it) and the end after the load. The run fails when the end exceeds
+// the baseline by more than SOAK_MAX_RSS_GROWTH percent of RSS (at least 16 MiB) or
+// SOAK_MAX_GOROUTINE_GROWTH goroutines, when a request fails, or when the service does not exit
+// 0 on SIGTERM at the end. A load that falls behind its rate (every worker busy: the machine,
+// not the service) is reported, not failed.
+//
+// Settings (environment):
+//
+//	SOAK_DURATION              10m     how long the load runs after the warm-up
+//	SOAK_RATE                  50      requests per second
+//	SOAK_RECORDS               200000  demo records to load
+//	SOAK_MAX_RSS_GROWTH        20      percent
+//	SOAK_MAX_GOROUTINE_GROWTH  5       goroutines
+//
+// The load only ever goes to 127.0.0.1, stops by itself after SOAK_DURATION, and Ctrl-C ends it
+// early (the cluster and the service are stopped either way).
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/emsanalytics/emsquery/internal/demodata"
+	"github.com/emsanalytics/emsquery/internal/pgtest"
+)
+
+func main() {
+	os.Exit(run())
+}
+
+type settings struct {
+	duration       time.Duration
+	rate           int
+	records        int
+	maxRSSGrowth   float64
+	maxGoroutineUp int
+}
+
+func readSettings() (settings, error) {
+	s := settings{duration: 10 * time.Minute, rate: 50, records: 200_000, maxRSSGrowth: 20, maxGoroutineUp: 5}
+	var errs []error
+	if v := os.Getenv("SOAK_DURATION"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			errs = append(errs, fmt.Errorf("SOAK_DURATION: %q is not a positive duration (e.g. 10m)", v))
+		}
+		s.duration = d
+	}
+	ints := []struct {
+		name string
+		dst  *int
+	}{{"SOAK_RATE", &s.rate}, {"SOAK_RECORDS", &s.records}, {"SOAK_MAX_GOROUTINE_GROWTH", &s.maxGoroutineUp}}
+	for _, i := range ints {
+		if v := os.Getenv(i.name); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 || (n == 0 && i.name != "SOAK_MAX_GOROUTINE_GROWTH") {
+				errs = append(errs, fmt.Errorf("%s: %q is not a positive number", i.name, v))
+			}
+			*i.dst = n
+		}
+	}
+	if v := os.Getenv("SOAK_MAX_RSS_GROWTH"); v != "" {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || f < 0 {
+			errs = append(errs, fmt.Errorf("SOAK_MAX_RSS_GROWTH: %q is not a percentage", v))
+		}
+		s.maxRSSGrowth = f
+	}
+	if s.rate > 1000 {
+		errs = append(errs, fmt.Errorf("SOAK_RATE: %d is more than this soak sends (1000)", s.rate))
+	}
+	return s, errors.Join(errs...)
+}
+
+func run() int {
+	s, err := readSettings()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "soak:", err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := soak(ctx, s); err != nil {
+		fmt.Fprintln(os.Stderr, "soak: FAIL:", err)
+		return 1
+	}
+	fmt.Println("soak: PASS")
+	return 0
+}
+
+func progress(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "%s  "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
+}
+
+func soak(ctx context.Context, s settings) error {
+	tmp, err := os.MkdirTemp("", "emsquery-soak-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+
+	progress("building the service")
+	bin := filepath.Join(tmp, "emsquery")
+	build := exec.CommandContext(ctx, "go", "build", "-o", bin, ".")
+	build.Dir = moduleRoot()
+	if out, err := build.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build: %v\n%s", err, out)
+	}
+
+	progress("starting a PostgreSQL cluster")
+	cluster, err := pgtest.Start(pgtest.Options{})
+	if err != nil {
+		return fmt.Errorf("start a PostgreSQL cluster: %w", err)
+	}
+	defer cluster.Destroy()
+	if err := load(ctx, cluster, s.records); err != nil {
+		return err
+	}
+
+	svc, err := startService(ctx, bin, tmp, cluster)
+	if err != nil {
+		return err
+	}
+	defer svc.kill()
+
+	queries := mix()
+	warmup := min(max(s.duration/10, 10*time.Second), time.Minute)
+	progress("load: %d req/s of %d queries for %s after a %s warm-up; pid %d", s.rate, len(queries), s.duration, warmup, svc.cmd.Process.Pid)
+	ld := newLoad(svc, queries, s.rate)
+	ld.start()
+	defer ld.stop()
+
+	var samples []sample
+	take := func(phase string) error {
+		sm, err := svc.sample()
+		if err != nil {
+			return err
+		}
+		sm.at, sm.phase, sm.requests, sm.failures = time.Now(), phase, ld.sent.Load(), ld.failed.Load()
+		samples = append(samples, sm)
+		return nil
+	}
+	if err := take("first"); err != nil {
+		return err
+	}
+	began := time.Now()
+	end := began.Add(warmup + s.duration)
+	tick := time.NewTicker(10 * time.Second)
+	defer tick.Stop()
+	lastReport := began
+	interrupted, warm := false, false
+loop:
+	for time.Now().Before(end) {
+		select {
+		case <-ctx.Done():
+			interrupted = true
+			break loop
+		case <-svc.exited:
+			return fmt.Errorf("the service exited during the soak:\n%s", svc.tail())
+		case <-tick.C:
+		}
+		phase := "run"
+		switch {
+		case time.Since(began) < warmup:
+			phase = "warm-up"
+		case !warm:
+			// The baseline is taken with no request in flight, as the end is: goroutines
+			// come and go with the requests, a leak stays.
+			warm, phase = true, "start"
+			paused := time.Now()
+			ld.quiet()
+			end = end.Add(time.Since(paused)) // the load runs SOAK_DURATION after the baseline
+		}
+		err := take(phase)
+		ld.resume()
+		if err != nil {
+			return err
+		}
+		if time.Since(lastReport) >= time.Minute {
+			lastReport = time.Now()
+			sm := samples[len(samples)-1]
+			progress("%5s  %7d requests  %d failed  RSS %5.1f MiB  goroutines %d",
+				time.Since(began).Round(time.Second), sm.requests, sm.failures, mib(sm.rss), sm.goroutines)
+		}
+	}
+	ld.stop()
+	ld.quiet()
+	if err := take("end"); err != nil {
+		return err
+	}
+	exit, err := svc.stop()
+	rep := report(s, samples, ld, exit, err, time.Since(began))
+	fmt.Print(rep.text)
+	if interrupted {
+		return errors.New("interrupted")
+	}
+	if len(rep.problems) > 0 {
+		return errors.New(strings.Join(rep.problems, "; "))
+	}
+	return nil
+}
+
+func moduleRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..")
+}
+
+// load creates the soak's database and fills it with the demo generator's data.
+func load(ctx context.Context, c *pgtest.Cluster, records int) error {
+	if err := c.CreateDatabase(ctx, "soak", false); err != nil {
+		return err
+	}
+	cfg, err := c.ConnConfig("soak")
+	if err != nil {
+		return err
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	d, err := demodata.New(demodata.Config{Records: records, Seed: demodata.DefaultSeed})
+	if err != nil {
+		return err
+	}
+	progress("loading %d demo records", records)
+	if _, err := demodata.Load(ctx, conn, d, demodata.LoadOptions{ApplySchema: true}); err != nil {
+		return fmt.Errorf("load demo data: %w", err)
+	}
+	return nil
+}
+
+// query is one request of the mix.
+type query struct {
+	name, path, body string
+}
+
+// mix is the soak's queries, on the demo data's two years (2024, 2025).
+func mix() []query {
+	q := func(name, path, gql string) query {
+		b, _ := json.Marshal(map[string]any{"query": gql})
+		return query{name, path, string(b)}
+	}
+	return []query{
+		q("records_count", "/graphql", `{ records_count { count } }`),
+		q("records_count station", "/graphql", `{ records_count(station: "Ålesund Sør") { count } }`),
+		q("distinct_values", "/graphql", `{ distinct_values(columns: ["degree_of_urgency", "municipality", "gender"], start_date: "2025-03-01", end_date: "2025-03-31") { column value } }`),
+		q("unique_counts", "/graphql", `{ unique_counts(columns: ["degree_of_urgency", "transported"], start_date: "2025-04-01", end_date: "2025-04-30", use_or: true,
+			filters: [{column: "distance", operator: GREATER_THAN, value: "50"}, {column: "gender", operator: EQUALS, value: "other"}]) { column value count } }`),
+		q("station_resources", "/graphql", `{ station_resources { station_id station_name resources { resource_id } } }`),
+		q("main_report", "/serve/graphql", `{ main_report(start_date: "2025-05-01", end_date: "2025-05-31", limit: 100, offset: 200,
+			filters: [{column: "degree_of_urgency", operator: EQUALS, value: "A"}]) { total rows { record_id occurred_at station callsign distance transported patient_age oxygen_routes } } }`),
+	}
+}
+
+// service is the running binary.
+type service struct {
+	cmd     *exec.Cmd
+	url     string
+	metrics string
+	key     string
+	out     *os.File
+	exited  chan struct{}
+	exit    int
+}
+
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+func startService(ctx context.Context, bin, tmp string, c *pgtest.Cluster) (*service, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	promPort, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	key := make([]byte, 32)
+	_, _ = rand.Read(key)
+	out, err := os.Create(filepath.Join(tmp, "service.out"))
+	if err != nil {
+		return nil, err
+	}
+	settings := map[string]string{
+		"APP__HOST": "127.0.0.1", "APP__PORT": strconv.Itoa(port),
+		"AUTHENTICATION__API_KEY": hex.EncodeToString(key),
+		"DATABASE__HOST":          c.Host(), "DATABASE__PORT": strconv.Itoa(c.Port()), "DATABASE__NAME": "soak",
+		"DATABASE__USERNAME": "postgres", "DATABASE__PASSWORD": c.Password(), "DATABASE__ENCRYPT": "no",
+		"LOG__PATH": filepath.Join(tmp, "logs"), "LOG__LEVEL": "WARNING",
+		"OTEL_METRICS_EXPORTER": "prometheus", "OTEL_EXPORTER_PROMETHEUS_HOST": "127.0.0.1",
+		"OTEL_EXPORTER_PROMETHEUS_PORT": strconv.Itoa(promPort),
+	}
+	cmd := exec.Command(bin)
+	cmd.Dir = tmp
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		own := strings.HasPrefix(k, "PG") || strings.HasPrefix(k, "OTEL_")
+		for _, p := range []string{"APP__", "DATABASE__", "SECURITY__", "AUTHENTICATION__", "LOG__", "LIMITS__"} {
+			own = own || strings.HasPrefix(k, p)
+		}
+		if !own {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	for k, v := range settings {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	svc := &service{cmd: cmd, url: "http://127.0.0.1:" + strconv.Itoa(port), metrics: "http://127.0.0.1:" + strconv.Itoa(promPort) + "/metrics",
+		key: hex.EncodeToString(key), out: out, exited: make(chan struct{})}
+	go func() {
+		_ = cmd.Wait()
+		svc.exit = cmd.ProcessState.ExitCode()
+		close(svc.exited)
+	}()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		resp, err := http.Get(svc.url + "/v1/healthz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return svc, nil
+			}
+		}
+		select {
+		case <-svc.exited:
+			return nil, fmt.Errorf("the service exited with code %d:\n%s", svc.exit, svc.tail())
+		case <-ctx.Done():
+			svc.kill()
+			return nil, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			svc.kill()
+			return nil, fmt.Errorf("the service is not healthy after 15s:\n%s", svc.tail())
+		}
+	}
+}
+
+// tail is the end of the service's output.
+func (s *service) tail() string {
+	b, _ := os.ReadFile(s.out.Name())
+	if len(b) > 4000 {
+		b = b[len(b)-4000:]
+	}
+	return string(b)
+}
+
+// stop sends SIGTERM and waits for the exit.
+func (s *service) stop() (int, error) {
+	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-s.exited:
+		return s.exit, nil
+	case <-time.After(30 * time.Second):
+		s.kill()
+		return -1, errors.New("the service did not exit within 30s of SIGTERM")
+	}
+}
+
+func (s *service) kill() {
+	select {
+	case <-s.exited:
+	default:
+		_ = s.cmd.Process.Kill()
+		<-s.exited
+	}
+	s.out.Close()
+}
+
+// sample is one measurement of the process.
+type sample struct {
+	at         time.Time
+	phase      string
+	rss        int64 // bytes
+	goroutines int64
+	requests   int64
+	failures   int64
+}
+
+func (s *service) sample() (sample, error) {
+	var sm sample
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.cmd.Process.Pid))
+	if err != nil {
+		return sm, fmt.Errorf("read the service's RSS: %w", err)
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			if err != nil {
+				return sm, fmt.Errorf("VmRSS %q: %w", v, err)
+			}
+			sm.rss = kb << 10
+		}
+	}
+	resp, err := http.Get(s.metrics)
+	if err != nil {
+		return sm, fmt.Errorf("scrape the service's metrics: %w", err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	found := false
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, "go_goroutine_count") {
+			f := strings.Fields(line)
+			v, err := strconv.ParseFloat(f[len(f)-1], 64)
+			if err != nil {
+				return sm, fmt.Errorf("go_goroutine_count %q: %w", line, err)
+			}
+			sm.goroutines, found = int64(v), true
+		}
+	}
+	if !found {
+		return sm, errors.New("the service's metrics have no go_goroutine_count")
+	}
+	return sm, nil
+}
+
+// loadGen sends the mix at a fixed rate from a pool of workers; a tick that finds every worker
+// busy is counted as behind (the service did not keep up).
+type loadGen struct {
+	svc     *service
+	queries []query
+	rate    int
+	client  *http.Client
+	jobs    chan int
+	wg      sync.WaitGroup
+	done    chan struct{}
+	once    sync.Once
+
+	sent, failed, behind atomic.Int64
+	inflight             atomic.Int64
+	paused               atomic.Bool
+	mu                   sync.Mutex
+	first                map[string][]byte // the first answer of each query
+	latencies            map[string][]time.Duration
+	errs                 map[string]int // by kind
+	examples             []string
+}
+
+// workers bounds the requests in flight; a tick that finds them all busy is skipped and counted.
+const workers = 32
+
+func newLoad(svc *service, queries []query, rate int) *loadGen {
+	return &loadGen{
+		svc: svc, queries: queries, rate: rate,
+		client: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: workers}},
+		jobs:   make(chan int), done: make(chan struct{}),
+		first: map[string][]byte{}, latencies: map[string][]time.Duration{}, errs: map[string]int{},
+	}
+}
+
+func (l *loadGen) start() {
+	for range workers {
+		l.wg.Go(func() {
+			for i := range l.jobs {
+				l.do(l.queries[i%len(l.queries)])
+			}
+		})
+	}
+	l.wg.Go(func() {
+		defer close(l.jobs)
+		t := time.NewTicker(time.Second / time.Duration(l.rate))
+		defer t.Stop()
+		for i := 0; ; i++ {
+			select {
+			case <-l.done:
+				return
+			case <-t.C:
+			}
+			if l.paused.Load() {
+				continue
+			}
+			select {
+			case l.jobs <- i:
+			default:
+				l.behind.Add(1) // every worker busy: the load fell behind its rate
+			}
+		}
+	})
+}
+
+// quietWait is how long after the last request (and the load's connections closed) a quiet
+// sample is taken. fasthttp keeps an idle worker goroutine for 10 s and looks for such workers
+// every 10 s, so after 20 s none of the load's is left; the runtime metrics are at most a second
+// old.
+const quietWait = 22 * time.Second
+
+// quiet pauses the load until no request is in flight, closes the load's kept-alive
+// connections (each holds a goroutine of the server's) and waits for the runtime metrics to
+// catch up.
+func (l *loadGen) quiet() {
+	l.paused.Store(true)
+	for deadline := time.Now().Add(30 * time.Second); l.inflight.Load() > 0 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	l.client.CloseIdleConnections()
+	time.Sleep(quietWait)
+}
+
+func (l *loadGen) resume() { l.paused.Store(false) }
+
+func (l *loadGen) stop() {
+	l.once.Do(func() { close(l.done) })
+	l.wg.Wait()
+}
+
+func (l *loadGen) fail(kind, example string) {
+	l.failed.Add(1)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.errs[kind]++
+	if len(l.examples) < 10 {
+		l.examples = append(l.examples, time.Now().Format("15:04:05")+" "+example)
+	}
+}
+
+func (l *loadGen) do(q query) {
+	l.sent.Add(1)
+	l.inflight.Add(1)
+	defer l.inflight.Add(-1)
+	req, _ := http.NewRequest(http.MethodPost, l.svc.url+q.path, strings.NewReader(q.body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("x-api-key", l.svc.key)
+	start := time.Now()
+	resp, err := l.client.Do(req)
+	if err != nil {
+		l.fail("transport", q.name+": "+err.Error())
+		return
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	took := time.Since(start)
+	if err != nil {
+		l.fail("transport", q.name+": "+err.Error())
+		return
+	}
+	if resp.StatusCode != http.StatusOK || bytes.Contains(body, []byte(`"errors"`)) {
+		l.fail("answer", fmt.Sprintf("%s: %d %.300s", q.name, resp.StatusCode, body))
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.latencies[q.name] = append(l.latencies[q.name], took)
+	if f, ok := l.first[q.name]; !ok {
+		l.first[q.name] = body
+	} else if !bytes.Equal(f, body) {
+		l.mu.Unlock()
+		l.fail("changed", fmt.Sprintf("%s: the answer differs from the first one: %.300s", q.name, body))
+		l.mu.Lock()
+	}
+}
+
+type result struct {
+	text     string
+	problems []string
+}
+
+func mib(b int64) float64 { return float64(b) / (1 << 20) }
+
+func report(s settings, samples []sample, l *loadGen, exit int, stopErr error, ran time.Duration) result {
+	var r result
+	var b strings.Builder
+	fmt.Fprintf(&b, "\nsoak: %s in all (warm-up and two quiet pauses included) at %d req/s: %d requests, %d failed\n", ran.Round(time.Second), s.rate, l.sent.Load(), l.failed.Load())
+	if n := l.behind.Load(); n > 0 {
+		// Not the service's error: the machine (2 cores here, shared with the database) did not
+		// keep up; the soak's figures still hold, at a lower rate.
+		fmt.Fprintf(&b, "warning: %d ticks skipped with all %d workers busy (%.1f%% of the rate)\n", n, workers, 100*float64(n)/float64(n+l.sent.Load()))
+	}
+	l.mu.Lock()
+	names := make([]string, 0, len(l.latencies))
+	for n := range l.latencies {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	fmt.Fprintf(&b, "%-24s %8s %9s %9s %9s\n", "query", "answers", "p50", "p99", "max")
+	for _, n := range names {
+		d := slices.Clone(l.latencies[n])
+		slices.Sort(d)
+		pct := func(p float64) time.Duration { return d[min(len(d)-1, int(p*float64(len(d))))] }
+		fmt.Fprintf(&b, "%-24s %8d %9s %9s %9s\n", n, len(d), pct(0.5).Round(10*time.Microsecond), pct(0.99).Round(10*time.Microsecond), d[len(d)-1].Round(10*time.Microsecond))
+	}
+	for kind, n := range l.errs {
+		r.problems = append(r.problems, fmt.Sprintf("%d %s errors", n, kind))
+	}
+	for _, e := range l.examples {
+		fmt.Fprintf(&b, "  error: %s\n", e)
+	}
+	l.mu.Unlock()
+
+	first := samples[0]
+	fmt.Fprintf(&b, "%-10s %8s %10s %11s\n", "sample", "at", "RSS MiB", "goroutines")
+	var base, last *sample
+	var peak sample
+	for i := range samples {
+		sm := &samples[i]
+		switch sm.phase {
+		case "start":
+			base = sm
+		case "end":
+			last = sm
+		}
+		if base != nil {
+			peak.rss, peak.goroutines = max(peak.rss, sm.rss), max(peak.goroutines, sm.goroutines)
+		}
+		if sm.phase != "run" || i%6 == 0 {
+			fmt.Fprintf(&b, "%-10s %8s %10.1f %11d\n", sm.phase, sm.at.Sub(first.at).Round(time.Second), mib(sm.rss), sm.goroutines)
+		}
+	}
+	if base == nil || last == nil {
+		r.problems = append(r.problems, "the run ended before the warm-up did: nothing to judge growth by")
+	} else {
+		allowed := max(int64(float64(base.rss)*s.maxRSSGrowth/100), 16<<20)
+		dr, dg := last.rss-base.rss, last.goroutines-base.goroutines
+		fmt.Fprintf(&b, "start (after warm-up, no request in flight): RSS %.1f MiB, %d goroutines\n", mib(base.rss), base.goroutines)
+		fmt.Fprintf(&b, "end (after the load, no request in flight):   RSS %.1f MiB, %d goroutines\n", mib(last.rss), last.goroutines)
+		fmt.Fprintf(&b, "peak under load:                              RSS %.1f MiB, %d goroutines\n", mib(peak.rss), peak.goroutines)
+		fmt.Fprintf(&b, "growth: RSS %+.1f MiB (allowed %.1f), goroutines %+d (allowed %d)\n", mib(dr), mib(allowed), dg, s.maxGoroutineUp)
+		if dr > allowed {
+			r.problems = append(r.problems, fmt.Sprintf("RSS grew by %.1f MiB", mib(dr)))
+		}
+		if dg > int64(s.maxGoroutineUp) {
+			r.problems = append(r.problems, fmt.Sprintf("goroutines grew by %d", dg))
+		}
+	}
+	switch {
+	case stopErr != nil:
+		r.problems = append(r.problems, stopErr.Error())
+	case exit != 0:
+		r.problems = append(r.problems, fmt.Sprintf("exit code %d after SIGTERM", exit))
+	default:
+		fmt.Fprintf(&b, "SIGTERM: exit 0\n")
+	}
+	r.text = b.String()
+	return r
+}

@@ -1,0 +1,62 @@
+package database
+
+import (
+	"context"
+	"errors"
+	"io"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/emsanalytics/emsquery/platform/apierr"
+)
+
+// CopyTo runs copySQL, a COPY ... TO STDOUT, on conn and writes what it sends to w: one Write
+// per CopyData message (for COPY, one per row). It runs with LIMITS__EXPORT_TIMEOUT as its
+// statement_timeout instead of the session's LIMITS__STATEMENT_TIMEOUT: an export streams for as
+// long as its client reads.
+//
+// The longer timeout is a SET LOCAL sent in the same simple-protocol message as the COPY, so the
+// two run in one implicit transaction (PostgreSQL 13 and later time each statement of such a
+// message on its own, the COPY with the new value; older servers would hold the whole message
+// to the session's timeout). SET LOCAL ends with that transaction whether the COPY
+// succeeds, fails or is cancelled: the connection goes back to the pool with the session's
+// statement_timeout, never with the export's.
+//
+// A statement timeout is TIMEOUT naming LIMITS__EXPORT_TIMEOUT; when ctx is done the error says
+// so instead (ClassifyContext). An error of w comes back as it is. A failed write to w ends the COPY: pgconn closes the connection,
+// which cancels the query on the server, and the pool drops the connection on Release.
+func (db *DB) CopyTo(ctx context.Context, conn *pgxpool.Conn, w io.Writer, copySQL string) (pgconn.CommandTag, error) {
+	sql := "SET LOCAL statement_timeout = " + milliseconds(db.exportTimeout) + "; " + copySQL
+	start := time.Now()
+	cw := &copyWriter{w: w}
+	tag, err := conn.Conn().PgConn().CopyTo(ctx, cw, sql)
+	db.metrics.operation(ctx, "export", start, err)
+	if err == nil {
+		return tag, nil
+	}
+	if cw.err != nil {
+		return tag, cw.err // the writer's own error, as it was
+	}
+	var pgErr *pgconn.PgError
+	if ctx.Err() == nil && errors.As(err, &pgErr) && pgErr.Code == "57014" {
+		return tag, apierr.ExportTimedOut(db.exportTimeout, err)
+	}
+	return tag, db.Classify(ctx, err)
+}
+
+// copyWriter remembers the error of the writer a COPY writes to, so that it is not mistaken for
+// the database's.
+type copyWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (c *copyWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	if err != nil && c.err == nil {
+		c.err = err
+	}
+	return n, err
+}

@@ -1,0 +1,560 @@
+// Package gqljson writes the JSON of a GraphQL query's root field straight from the Go value its
+// resolver returned, when that value is made of plain objects, lists and built-in scalars.
+//
+// gqlgen marshals a list of objects by starting a goroutine per element and building, for every
+// field of every element, a field context, a context value, closures and a marshaler, all kept
+// until the response is written. For the service's large lists (patients, oxygens: hundreds of
+// thousands of rows) that costs ten times the database's own time and gigabytes of memory under
+// concurrency. This package replaces that step, and only that step: parsing, validation,
+// complexity limits, the resolvers, their errors and the response envelope stay gqlgen's.
+//
+// How: Fields (a gqlgen field middleware) sees a root field's resolved value before gqlgen
+// marshals it. When every selected field can be written here exactly as gqlgen would write it,
+// it encodes the value to JSON now, and gives gqlgen an equivalent value without its lists to
+// marshal instead (an empty list, or the object with empty lists). RootFields (a gqlgen root
+// field middleware) then answers the field with the JSON encoded here. Anything else (a type not
+// allowed, an enum or custom scalar, a field with arguments, @defer, a null where the schema
+// forbids one, a NaN) leaves the value to gqlgen untouched, so the answer, errors included, is
+// always gqlgen's own; the package's tests compare both byte for byte.
+//
+// Only object types named when the Writer is built are written here: their Go types must bind
+// every GraphQL field to a struct field with the same json tag (gqlgen's struct_tag: json), with
+// no method or resolver of that name.
+package gqljson
+
+import (
+	"context"
+	"io"
+	"math"
+	"reflect"
+	"strconv"
+	"strings"
+
+	"github.com/99designs/gqlgen/graphql"
+	"github.com/vektah/gqlparser/v2/ast"
+)
+
+// Writer holds the schema and the object types whose values it may write.
+type Writer struct {
+	schema *ast.Schema
+	types  map[string]bool
+	bulk   map[string]bool // root fields limited by gate
+	gate   chan struct{}
+}
+
+// New returns a Writer for the object types named (GraphQL type names) of schema.
+func New(schema *ast.Schema, objectTypes ...string) *Writer {
+	w := &Writer{schema: schema, types: map[string]bool{}}
+	for _, t := range objectTypes {
+		if def := schema.Types[t]; def != nil && def.Kind == ast.Object {
+			w.types[t] = true
+		}
+	}
+	return w
+}
+
+// LimitBulk lets at most n of the named root fields (those that answer whole tables, which
+// hold their JSON in memory until it is sent) be resolved and written at once, whatever the
+// number of requests: with more, memory grows with concurrency, not throughput (they are
+// bound by processor time). The others wait for their turn, or until their request ends.
+func (w *Writer) LimitBulk(n int, fields ...string) {
+	w.gate = make(chan struct{}, max(n, 1))
+	w.bulk = map[string]bool{}
+	for _, f := range fields {
+		w.bulk[f] = true
+	}
+}
+
+type slotKey struct{}
+
+// slot carries one root field's JSON from Fields (or a List) to RootFields.
+type slot struct {
+	w     *Writer
+	field *ast.Field
+	json  [][]byte // the value's JSON, in chunks; nil while not written here
+}
+
+// RootFields is a graphql.RootFieldMiddleware: install it with handler.Server.AroundRootFields.
+func (w *Writer) RootFields(ctx context.Context, next graphql.RootResolver) graphql.Marshaler {
+	rfc := graphql.GetRootFieldContext(ctx)
+	if rfc == nil || rfc.Field.Field == nil || !w.mayWrite(rfc.Field.Definition) {
+		return next(ctx)
+	}
+	if w.bulk[rfc.Field.Name] {
+		select {
+		case w.gate <- struct{}{}:
+			defer func() { <-w.gate }()
+		case <-ctx.Done(): // the resolver fails on the context, with gqlgen's error
+		}
+	}
+	s := &slot{w: w, field: rfc.Field.Field}
+	m := next(context.WithValue(ctx, slotKey{}, s))
+	if s.json == nil {
+		return m
+	}
+	held, _ := ctx.Value(heldKey{}).(*held)
+	return graphql.WriterFunc(func(out io.Writer) {
+		chunks := s.json
+		s.json = nil
+		if held != nil {
+			// Through Transport: the JSON goes to the client without passing through gqlgen's
+			// response buffer and the transport's json.Marshal; a token holds its place.
+			_, _ = out.Write(held.add(chunks))
+			return
+		}
+		for _, c := range chunks {
+			_, _ = out.Write(c)
+		}
+	})
+}
+
+// Fields is a graphql.FieldMiddleware: install it with handler.Server.AroundFields.
+func (w *Writer) Fields(ctx context.Context, next graphql.Resolver) (any, error) {
+	res, err := next(ctx)
+	if err != nil || res == nil {
+		return res, err
+	}
+	fc := graphql.GetFieldContext(ctx)
+	if fc == nil || fc.Object != "Query" {
+		return res, err
+	}
+	s, _ := ctx.Value(slotKey{}).(*slot)
+	if s == nil || s.field != fc.Field.Field || s.json != nil { // s.json: a List wrote it
+		return res, err
+	}
+	oc := graphql.GetOperationContext(ctx)
+	if oc == nil {
+		return res, err
+	}
+	v := reflect.ValueOf(res)
+	c := compiler{w: w, oc: oc}
+	t := fc.Field.Definition.Type
+	var out chunked
+	if v.Kind() == reflect.Slice && t.Elem != nil {
+		// A list, element by element, so that its JSON is cut into chunks as it grows.
+		elem, ok := c.value(t.Elem, fc.Field.Selections, v.Type().Elem())
+		if !ok {
+			return res, err
+		}
+		if v.IsNil() && !t.NonNull {
+			out.b = append(out.b, "null"...)
+		} else {
+			out.b = append(out.b, '[')
+			for i := range v.Len() {
+				if i > 0 {
+					out.b = append(out.b, ',')
+				}
+				if out.b, ok = elem(out.b, v.Index(i)); !ok {
+					return res, err
+				}
+				out.cut()
+			}
+			out.b = append(out.b, ']')
+		}
+	} else {
+		enc, ok := c.value(t, fc.Field.Selections, v.Type())
+		if !ok {
+			return res, err
+		}
+		if out.b, ok = enc(out.b, v); !ok {
+			return res, err
+		}
+	}
+	placeholder, ok := stripped(v)
+	if !ok {
+		return res, err
+	}
+	s.json = out.done()
+	return placeholder, nil
+}
+
+// chunkSize is the size of the chunks JSON is written in: large enough for few writes, small
+// enough that growing a chunk copies little and a list of any length costs its JSON's size
+// plus at most one chunk.
+const chunkSize = 256 << 10
+
+// chunked is JSON written in chunks.
+type chunked struct {
+	full [][]byte
+	b    []byte
+}
+
+// cut starts a new chunk when the current one is (nearly) full.
+func (c *chunked) cut() {
+	if len(c.b) >= chunkSize-chunkSize/8 {
+		c.full = append(c.full, c.b)
+		c.b = make([]byte, 0, chunkSize)
+	}
+}
+
+func (c *chunked) done() [][]byte {
+	return append(c.full, c.b)
+}
+
+// List writes the JSON of a root field's list element by element, as its resolver reads the
+// elements, so that the list is never held as Go values: see NewList.
+type List[T any] struct {
+	s       *slot
+	enc     encoder
+	nonNull bool // the elements' GraphQL type
+	out     chunked
+	n       int
+	bad     bool
+}
+
+// NewList returns a List for the root field being resolved in ctx, whose value is a list of T
+// (or of *T), or nil when its JSON cannot be written here: no Writer installed, not a root
+// field, T not an allowed object type, or a selection this package does not write. The
+// resolver then returns its value as usual. Otherwise it calls Add for each element, then Done,
+// and returns an empty list of its type, which gqlgen marshals in place of the JSON written.
+func NewList[T any](ctx context.Context) *List[T] {
+	s, _ := ctx.Value(slotKey{}).(*slot)
+	fc := graphql.GetFieldContext(ctx)
+	oc := graphql.GetOperationContext(ctx)
+	if s == nil || fc == nil || oc == nil || fc.Object != "Query" || s.field != fc.Field.Field || s.json != nil {
+		return nil
+	}
+	t := fc.Field.Definition.Type
+	if t.Elem == nil {
+		return nil
+	}
+	c := compiler{w: s.w, oc: oc}
+	enc, ok := c.value(t.Elem, fc.Field.Selections, reflect.TypeFor[T]())
+	if !ok {
+		return nil
+	}
+	l := &List[T]{s: s, enc: enc, nonNull: t.Elem.NonNull}
+	l.out.b = make([]byte, 0, chunkSize)
+	l.out.b = append(l.out.b, '[')
+	return l
+}
+
+// Add writes one element; false when it holds a value gqlgen would refuse (a null where the
+// schema forbids one, a NaN): the resolver must then stop and return its value as usual, so
+// that gqlgen answers, errors included.
+func (l *List[T]) Add(v *T) bool {
+	if l.bad {
+		return false
+	}
+	if l.n > 0 {
+		l.out.b = append(l.out.b, ',')
+	}
+	l.n++
+	if v == nil {
+		if l.nonNull {
+			l.bad = true
+			return false
+		}
+		l.out.b = append(l.out.b, "null"...)
+		return true
+	}
+	var ok bool
+	if l.out.b, ok = l.enc(l.out.b, reflect.ValueOf(v).Elem()); !ok {
+		l.bad = true
+		return false
+	}
+	l.out.cut()
+	return true
+}
+
+// Done hands the list's JSON over; false (and nothing handed over) after a refused element.
+func (l *List[T]) Done() bool {
+	if l.bad {
+		return false
+	}
+	l.out.b = append(l.out.b, ']')
+	l.s.json = l.out.done()
+	return true
+}
+
+// mayWrite reports whether the field's type is, or is a list of, an allowed object type.
+func (w *Writer) mayWrite(def *ast.FieldDefinition) bool {
+	if def == nil || def.Type == nil {
+		return false
+	}
+	t := def.Type
+	for t.Elem != nil {
+		t = t.Elem
+	}
+	return w.types[t.NamedType]
+}
+
+// stripped returns the value gqlgen marshals instead of v: the same value with its lists
+// emptied, so that gqlgen's work is trivial and cannot differ in errors (every value kept is one
+// that was just written without finding anything gqlgen would complain about).
+func stripped(v reflect.Value) (any, bool) {
+	switch v.Kind() {
+	case reflect.Slice:
+		return reflect.MakeSlice(v.Type(), 0, 0).Interface(), true
+	case reflect.Pointer:
+		if v.IsNil() || v.Elem().Kind() != reflect.Struct {
+			return nil, false
+		}
+		cp := reflect.New(v.Elem().Type())
+		cp.Elem().Set(v.Elem())
+		for i := range cp.Elem().NumField() {
+			f := cp.Elem().Field(i)
+			if f.Kind() == reflect.Slice && f.CanSet() {
+				f.Set(reflect.MakeSlice(f.Type(), 0, 0))
+			}
+		}
+		return cp.Interface(), true
+	}
+	return nil, false
+}
+
+// encoder appends the JSON of v to b; false when gqlgen would not write it as a plain value
+// (it would report an error), so the caller falls back to gqlgen.
+type encoder func(b []byte, v reflect.Value) ([]byte, bool)
+
+type compiler struct {
+	w  *Writer
+	oc *graphql.OperationContext
+}
+
+var (
+	marshalerType        = reflect.TypeFor[graphql.Marshaler]()
+	contextMarshalerType = reflect.TypeFor[graphql.ContextMarshaler]()
+)
+
+// value compiles the encoder of a Go value of type gt for the GraphQL type t with the
+// selection sel (for objects).
+func (c compiler) value(t *ast.Type, sel ast.SelectionSet, gt reflect.Type) (encoder, bool) {
+	if gt.Kind() == reflect.Pointer {
+		inner, ok := c.value(t, sel, gt.Elem())
+		if !ok {
+			return nil, false
+		}
+		nonNull := t.NonNull
+		return func(b []byte, v reflect.Value) ([]byte, bool) {
+			if v.IsNil() {
+				if nonNull {
+					return b, false
+				}
+				return append(b, "null"...), true
+			}
+			return inner(b, v.Elem())
+		}, true
+	}
+	if t.Elem != nil {
+		if gt.Kind() != reflect.Slice {
+			return nil, false
+		}
+		elem, ok := c.value(t.Elem, sel, gt.Elem())
+		if !ok {
+			return nil, false
+		}
+		nonNull := t.NonNull
+		return func(b []byte, v reflect.Value) ([]byte, bool) {
+			if v.IsNil() && !nonNull { // gqlgen writes a nil slice of a non-null list as []
+				return append(b, "null"...), true
+			}
+			b = append(b, '[')
+			ok := true
+			for i := range v.Len() {
+				if i > 0 {
+					b = append(b, ',')
+				}
+				if b, ok = elem(b, v.Index(i)); !ok {
+					return b, false
+				}
+			}
+			return append(b, ']'), true
+		}, true
+	}
+	def := c.w.schema.Types[t.NamedType]
+	if def == nil {
+		return nil, false
+	}
+	switch def.Kind {
+	case ast.Object:
+		if !c.w.types[def.Name] || gt.Kind() != reflect.Struct {
+			return nil, false
+		}
+		return c.object(def, sel, gt)
+	case ast.Scalar:
+		if gt.Implements(marshalerType) || gt.Implements(contextMarshalerType) ||
+			reflect.PointerTo(gt).Implements(marshalerType) || reflect.PointerTo(gt).Implements(contextMarshalerType) {
+			return nil, false
+		}
+		return scalar(def.Name, gt.Kind())
+	}
+	return nil, false
+}
+
+// scalar is the encoder of a built-in scalar, writing what gqlgen's Marshal functions write.
+func scalar(name string, k reflect.Kind) (encoder, bool) {
+	switch {
+	case name == "Int" && (k == reflect.Int || k == reflect.Int32 || k == reflect.Int64):
+		return func(b []byte, v reflect.Value) ([]byte, bool) { return strconv.AppendInt(b, v.Int(), 10), true }, true
+	case name == "Float" && k == reflect.Float64:
+		return func(b []byte, v reflect.Value) ([]byte, bool) { return AppendFloat(b, v.Float()) }, true
+	case name == "String" && k == reflect.String:
+		return func(b []byte, v reflect.Value) ([]byte, bool) { return AppendString(b, v.String()), true }, true
+	case name == "Boolean" && k == reflect.Bool:
+		return func(b []byte, v reflect.Value) ([]byte, bool) { return strconv.AppendBool(b, v.Bool()), true }, true
+	}
+	return nil, false
+}
+
+type fieldEncoder struct {
+	key   []byte  // `"alias":`, preceded by ',' but for the first field
+	index int     // of the struct field
+	enc   encoder // nil for __typename
+	lit   []byte  // __typename's value
+}
+
+// object compiles an object's selection as gqlgen's generated code does: CollectFields with
+// the type (and its interfaces) for fragments, @skip and @include, then each field by alias.
+func (c compiler) object(def *ast.Definition, sel ast.SelectionSet, gt reflect.Type) (encoder, bool) {
+	satisfies := append([]string{def.Name}, def.Interfaces...)
+	fields := graphql.CollectFields(c.oc, sel, satisfies)
+	encs := make([]fieldEncoder, 0, len(fields))
+	written := map[string]bool{}
+	for i, f := range fields {
+		if written[f.Alias] {
+			continue
+		}
+		written[f.Alias] = true
+		if f.Deferrable != nil {
+			return nil, false
+		}
+		var key []byte
+		if i != 0 {
+			key = append(key, ',')
+		}
+		key = AppendString(key, f.Alias)
+		key = append(key, ':')
+		if f.Name == "__typename" {
+			encs = append(encs, fieldEncoder{key: key, lit: AppendString(nil, def.Name)})
+			continue
+		}
+		fd := f.Definition
+		if fd == nil || len(fd.Arguments) > 0 {
+			return nil, false
+		}
+		idx, ok := structField(gt, f.Name)
+		if !ok {
+			return nil, false
+		}
+		enc, ok := c.value(fd.Type, f.Selections, gt.Field(idx).Type)
+		if !ok {
+			return nil, false
+		}
+		encs = append(encs, fieldEncoder{key: key, index: idx, enc: enc})
+	}
+	return func(b []byte, v reflect.Value) ([]byte, bool) {
+		b = append(b, '{')
+		ok := true
+		for i := range encs {
+			f := &encs[i]
+			b = append(b, f.key...)
+			if f.enc == nil {
+				b = append(b, f.lit...)
+				continue
+			}
+			if b, ok = f.enc(b, v.Field(f.index)); !ok {
+				return b, false
+			}
+		}
+		return append(b, '}'), true
+	}, true
+}
+
+// structField finds the exported field of gt tagged json:"name", directly in gt. It refuses when
+// gt or *gt has a method of that name, which gqlgen might bind instead.
+func structField(gt reflect.Type, name string) (int, bool) {
+	norm := func(s string) string { return strings.ToLower(strings.ReplaceAll(s, "_", "")) }
+	for _, t := range []reflect.Type{gt, reflect.PointerTo(gt)} {
+		for i := range t.NumMethod() {
+			if norm(t.Method(i).Name) == norm(name) {
+				return 0, false
+			}
+		}
+	}
+	for i := range gt.NumField() {
+		f := gt.Field(i)
+		if !f.IsExported() || f.Anonymous {
+			continue
+		}
+		tag, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if tag == name {
+			return i, true
+		}
+	}
+	return 0, false
+}
+
+// AppendFloat appends f as gqlgen's MarshalFloatContext writes it (fmt's %g); false for NaN and
+// infinities, which gqlgen reports as errors.
+func AppendFloat(b []byte, f float64) ([]byte, bool) {
+	if math.IsInf(f, 0) || math.IsNaN(f) {
+		return b, false
+	}
+	return strconv.AppendFloat(b, f, 'g', -1, 64), true
+}
+
+const (
+	hexDigits = "0123456789ABCDEF"
+	lowerHex  = "0123456789abcdef"
+)
+
+// AppendString appends s quoted as gqlgen's MarshalString writes it, then escaped as the
+// transports' json.Marshal escapes it: control characters, '"' and '\\' as gqlgen escapes them;
+// '<', '>', '&', U+2028 and U+2029 as \\u sequences, as json.Marshal does; every other byte
+// (invalid UTF-8 included) as it is. Written here, the second escaping is done already, so
+// the JSON is final: json.Marshal leaves it unchanged, and Transport writes it as it is.
+func AppendString(b []byte, s string) []byte {
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !special[c] {
+			continue
+		}
+		switch c {
+		case '\t':
+			b = append(b, s[start:i]...)
+			b = append(b, `\t`...)
+		case '\r':
+			b = append(b, s[start:i]...)
+			b = append(b, `\r`...)
+		case '\n':
+			b = append(b, s[start:i]...)
+			b = append(b, `\n`...)
+		case '\\':
+			b = append(b, s[start:i]...)
+			b = append(b, `\\`...)
+		case '"':
+			b = append(b, s[start:i]...)
+			b = append(b, `\"`...)
+		case 0xE2:
+			if i+2 >= len(s) || s[i+1] != 0x80 || s[i+2]&^1 != 0xA8 {
+				continue
+			}
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[s[i+2]&0xF])
+			i += 2
+		case '<', '>', '&': // json.Marshal's escapes, in its lower-case hex
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '0', '0', lowerHex[c>>4], lowerHex[c&0xF])
+		default: // control characters, in gqlgen's upper-case hex
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
+		}
+		start = i + 1
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}
+
+// special marks the bytes AppendString looks at twice.
+var special = func() (t [256]bool) {
+	for c := range 0x20 {
+		t[c] = true
+	}
+	for _, c := range []byte{'"', '\\', '<', '>', '&', 0xE2} {
+		t[c] = true
+	}
+	return t
+}()

@@ -1,0 +1,72 @@
+package gqljson_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/99designs/gqlgen/graphql"
+
+	"github.com/emsanalytics/emsquery/platform/gqljson"
+)
+
+// gqlgenThenMarshal is what reaches a client through gqlgen: its marshaler's output, then the
+// transport's json.Marshal of the response, which compacts and escapes it.
+func gqlgenThenMarshal(t *testing.T, m graphql.Marshaler) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	m.MarshalGQL(&buf)
+	out, err := json.Marshal(json.RawMessage(buf.Bytes()))
+	if err != nil {
+		t.Fatalf("json.Marshal(%q): %v", buf.Bytes(), err)
+	}
+	return out
+}
+
+func TestAppendStringMatchesGqlgen(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	alphabet := []string{"a", "Z", " ", "\"", "\\", "<", ">", "&", "\t", "\n", "\r", "\x00", "\x1f", "\x7f",
+		"é", "Ø", "東", "🚑", "\u2028", "\u2029", "\xe2\x80", "\xe2", "\xff", "\xc3", "/", "'"}
+	cases := []string{"", "plain", "\xe2\x80\xa8", "\xe2\x80\xa9x", "x\xe2\x80\xaa", "\xe2\x80"}
+	for range 20000 {
+		var b []byte
+		for range rng.IntN(12) {
+			b = append(b, alphabet[rng.IntN(len(alphabet))]...)
+		}
+		cases = append(cases, string(b))
+	}
+	for _, s := range cases {
+		got := gqljson.AppendString(nil, s)
+		want := gqlgenThenMarshal(t, graphql.MarshalString(s))
+		if !bytes.Equal(got, want) {
+			t.Fatalf("AppendString(%q) = %s, want %s", s, got, want)
+		}
+	}
+}
+
+func TestAppendFloatMatchesGqlgen(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	cases := []float64{0, math.Copysign(0, -1), 1, -1, 0.1, 48.9, 1e-5, 1e-4, 1e20, 1e21, 1e-7, 123456789, 5e-324,
+		math.MaxFloat64, math.SmallestNonzeroFloat64, 2.5e6, 1.0 / 3}
+	for range 20000 {
+		cases = append(cases, math.Float64frombits(rng.Uint64()), float64(rng.IntN(100000))/10, rng.NormFloat64()*1e6)
+	}
+	for _, f := range cases {
+		got, ok := gqljson.AppendFloat(nil, f)
+		if math.IsNaN(f) || math.IsInf(f, 0) {
+			if ok {
+				t.Fatalf("AppendFloat(%v) accepted; gqlgen refuses it", f)
+			}
+			continue
+		}
+		var buf bytes.Buffer
+		if err := graphql.MarshalFloatContext(f).MarshalGQLContext(t.Context(), &buf); err != nil {
+			t.Fatal(err)
+		}
+		if want := buf.String(); !ok || string(got) != want {
+			t.Fatalf("AppendFloat(%v) = %s, %v; want %s", f, got, ok, want)
+		}
+	}
+}
