@@ -458,26 +458,9 @@ func TestBadSettings(t *testing.T) {
 // choice.
 type process struct {
 	cmd  *exec.Cmd
-	out  *lockedBuffer
+	out  *servicetest.Buffer
 	done chan struct{}
 	code int
-}
-
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // runBinary starts the service in dir with args and exactly the given settings (none of the
@@ -499,7 +482,7 @@ func runBinary(t *testing.T, dir string, args []string, settings map[string]stri
 	for k, v := range settings {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
-	p := &process{cmd: cmd, out: &lockedBuffer{}, done: make(chan struct{})}
+	p := &process{cmd: cmd, out: &servicetest.Buffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.out, p.out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

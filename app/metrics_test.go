@@ -94,7 +94,7 @@ scrape_configs:
 		t.Fatal(err)
 	}
 	addr := "127.0.0.1:" + strconv.Itoa(port)
-	var out syncBuf
+	var out servicetest.Buffer
 	cmd := exec.Command(bin,
 		"--config.file="+cfgPath,
 		"--storage.tsdb.path="+filepath.Join(dir, "data"),
@@ -610,21 +610,4 @@ func waitUntil(t *testing.T, timeout time.Duration, what string, ok func() bool)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-}
-
-type syncBuf struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

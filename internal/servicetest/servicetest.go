@@ -132,7 +132,7 @@ type Service struct {
 	Port   int
 
 	cmd    *exec.Cmd
-	out    *syncBuffer
+	out    *Buffer
 	done   chan struct{}
 	exit   int
 	client *http.Client
@@ -199,7 +199,7 @@ func launch(t testing.TB, db DB, env map[string]string) (*Service, error) {
 		Header: "x-api-key",
 		LogDir: settings["LOG__PATH"],
 		Key:    settings["AUTHENTICATION__API_KEY"],
-		out:    &syncBuffer{},
+		out:    &Buffer{},
 		done:   make(chan struct{}),
 		client: &http.Client{Timeout: 60 * time.Second},
 	}
@@ -413,18 +413,20 @@ func RandomKey() string {
 	return hex.EncodeToString(b)
 }
 
-type syncBuffer struct {
+// Buffer collects a process's or a logger's output while the test reads it; safe for
+// concurrent use.
+type Buffer struct {
 	mu  sync.Mutex
 	buf bytes.Buffer
 }
 
-func (b *syncBuffer) Write(p []byte) (int, error) {
+func (b *Buffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.Write(p)
 }
 
-func (b *syncBuffer) String() string {
+func (b *Buffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
