@@ -1,8 +1,6 @@
 package patients
 
 import (
-	"time"
-
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
@@ -59,25 +57,6 @@ type rawText struct {
 func (t *rawText) ScanBytes(v []byte) error {
 	t.b, t.valid = v, v != nil
 	return nil
-}
-
-// formatDate renders a date as YYYY-MM-DD (PostgreSQL's spelling of infinite dates kept).
-// Scanning the binary value and formatting here keeps the answer independent of DateStyle.
-func formatDate(d pgtype.Date) string {
-	switch d.InfinityModifier {
-	case pgtype.Infinity:
-		return "infinity"
-	case pgtype.NegativeInfinity:
-		return "-infinity"
-	}
-	y, m, day := d.Time.Date()
-	if y < 0 || y > 9999 {
-		return d.Time.Format(time.DateOnly)
-	}
-	// time.Format's general machinery costs several times this, per row of a large list.
-	b := [10]byte{byte('0' + y/1000), byte('0' + y/100%10), byte('0' + y/10%10), byte('0' + y%10), '-',
-		byte('0' + int(m)/10), byte('0' + int(m)%10), '-', byte('0' + day/10), byte('0' + day%10)}
-	return string(b[:])
 }
 
 // timestampLayout is PostgreSQL's ISO text form of a timestamp without time zone: seconds, and

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/emsanalytics/emsquery/platform/database"
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
@@ -11,8 +12,8 @@ import (
 func TestFormatDateMatchesTimeFormat(t *testing.T) {
 	check := func(d time.Time) {
 		t.Helper()
-		if got, want := formatDate(pgtype.Date{Time: d, Valid: true}), d.Format(time.DateOnly); got != want {
-			t.Fatalf("formatDate(%v) = %q, want %q", d, got, want)
+		if got, want := database.FormatDate(pgtype.Date{Time: d, Valid: true}), d.Format(time.DateOnly); got != want {
+			t.Fatalf("database.FormatDate(%v) = %q, want %q", d, got, want)
 		}
 	}
 	for d := time.Date(1890, 1, 1, 0, 0, 0, 0, time.UTC); d.Year() < 2110; d = d.AddDate(0, 0, 1) {
@@ -22,7 +23,7 @@ func TestFormatDateMatchesTimeFormat(t *testing.T) {
 		check(time.Date(y, 2, 28, 0, 0, 0, 0, time.UTC))
 		check(time.Date(y, 12, 31, 0, 0, 0, 0, time.UTC))
 	}
-	if got := formatDate(pgtype.Date{InfinityModifier: pgtype.Infinity, Valid: true}); got != "infinity" {
+	if got := database.FormatDate(pgtype.Date{InfinityModifier: pgtype.Infinity, Valid: true}); got != "infinity" {
 		t.Fatalf("infinity: %q", got)
 	}
 }

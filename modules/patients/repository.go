@@ -51,7 +51,7 @@ func (r *Repository) EachPatient(ctx context.Context, fn func(*Patient) bool) (b
 			ageV, p.Age = age.Int32, &ageV
 		}
 		if born.Valid {
-			bornV, p.DateOfBirth = formatDate(born), &bornV
+			bornV, p.DateOfBirth = database.FormatDate(born), &bornV
 		}
 		if weight.Valid {
 			weightV, p.Weight = weight.Float64, &weightV
@@ -87,7 +87,7 @@ func (r *Repository) Patients(ctx context.Context) ([]Patient, error) {
 			p.Age = ages.ptr(age.Int32)
 		}
 		if born.Valid {
-			p.DateOfBirth = dates.ptr(formatDate(born))
+			p.DateOfBirth = dates.ptr(database.FormatDate(born))
 		}
 		p.Gender = genders.text(gender)
 		if weight.Valid {

@@ -2,7 +2,6 @@ package resources
 
 import (
 	"context"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -42,9 +41,9 @@ ORDER BY sk_resource`
 			name := station.String
 			res.Station = &name
 		}
-		res.ValidFrom = formatDate(from)
+		res.ValidFrom = database.FormatDate(from)
 		if to.Valid {
-			s := formatDate(to)
+			s := database.FormatDate(to)
 			res.ValidTo = &s
 		}
 		return res, nil
@@ -76,24 +75,4 @@ ORDER BY s.station_id`
 		}
 		return st, nil
 	})
-}
-
-// formatDate renders a date as YYYY-MM-DD (PostgreSQL's own spelling of infinite dates kept).
-// Scanning the binary value and formatting here keeps the answer independent of the
-// connection's DateStyle.
-func formatDate(d pgtype.Date) string {
-	switch d.InfinityModifier {
-	case pgtype.Infinity:
-		return "infinity"
-	case pgtype.NegativeInfinity:
-		return "-infinity"
-	}
-	y, m, day := d.Time.Date()
-	if y < 0 || y > 9999 {
-		return d.Time.Format(time.DateOnly)
-	}
-	// time.Format's general machinery costs several times this.
-	b := [10]byte{byte('0' + y/1000), byte('0' + y/100%10), byte('0' + y/10%10), byte('0' + y%10), '-',
-		byte('0' + int(m)/10), byte('0' + int(m)%10), '-', byte('0' + day/10), byte('0' + day%10)}
-	return string(b[:])
 }
