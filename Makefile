@@ -6,7 +6,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 GQLGEN_CONFIGS := $(wildcard app/gql*/gqlgen.yml)
 
-.PHONY: build demo demo-stop test test-deps check generate generate-check lint bench soak clean
+.PHONY: build demo demo-stop test test-deps check generate generate-check lint tidy-check bench soak clean
 
 build:
 	go build -trimpath -ldflags "$(LDFLAGS)" -o bin/emsquery .
@@ -31,8 +31,12 @@ test: test-deps
 	go test -count=1 -timeout 20m ./...
 	for t in $(FUZZ_TARGETS); do go test ./$${t%%:*} -run='^$$' -fuzz="^$${t#*:}\$$" -fuzztime=$(FUZZTIME) || exit 1; done
 
-# Static checks and generated code: what CI demands besides the tests.
-check: lint generate-check
+# Static checks, generated code and tidy modules: what CI demands besides the tests.
+check: lint tidy-check generate-check
+
+# Fails when go mod tidy would change go.mod or go.sum (prints the diff it would apply).
+tidy-check:
+	@go mod tidy -diff || (echo "go.mod/go.sum are not tidy: run go mod tidy and commit"; exit 1)
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi

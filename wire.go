@@ -21,6 +21,8 @@ import (
 // what the providers opened (pool, metrics: scrape endpoint and final flush, log file).
 func initService(cfg *config.Config, svc metrics.Service) (*app.Server, func(), error) {
 	wire.Build(
+		// Each provider takes the part of the settings it uses.
+		wire.FieldsOf(new(*config.Config), "App", "Database", "Authentication", "Log", "Metrics", "Limits"),
 		logging.New,
 		metrics.New,
 		database.Open,

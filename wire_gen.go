@@ -27,25 +27,31 @@ import (
 // initService assembles the service from the settings. The cleanup closes, in reverse order,
 // what the providers opened (pool, metrics: scrape endpoint and final flush, log file).
 func initService(cfg *config.Config, svc metrics.Service) (*app.Server, func(), error) {
-	logger, cleanup, err := logging.New(cfg)
+	log := cfg.Log
+	logger, cleanup, err := logging.New(log)
 	if err != nil {
 		return nil, nil, err
 	}
-	meterProvider, cleanup2, err := metrics.New(cfg, logger, svc)
+	configDatabase := cfg.Database
+	limits := cfg.Limits
+	configMetrics := cfg.Metrics
+	configApp := cfg.App
+	meterProvider, cleanup2, err := metrics.New(configMetrics, configApp, logger, svc)
 	if err != nil {
 		cleanup()
 		return nil, nil, err
 	}
-	db, cleanup3, err := database.Open(cfg, logger, meterProvider)
+	db, cleanup3, err := database.Open(configDatabase, limits, logger, meterProvider)
 	if err != nil {
 		cleanup2()
 		cleanup()
 		return nil, nil, err
 	}
-	checker := auth.NewChecker(cfg)
+	authentication := cfg.Authentication
+	checker := auth.NewChecker(authentication, logger)
 	repository := stats.NewRepository(db)
-	limits := stats.NewLimits(cfg)
-	resolver := stats.NewResolver(repository, limits)
+	statsLimits := stats.NewLimits(limits)
+	resolver := stats.NewResolver(repository, statsLimits)
 	resourcesRepository := resources.NewRepository(db)
 	resourcesResolver := resources.NewResolver(resourcesRepository)
 	patientsRepository := patients.NewRepository(db)
@@ -57,7 +63,7 @@ func initService(cfg *config.Config, svc metrics.Service) (*app.Server, func(), 
 	}
 	schema := gqlpublic.NewSchema(gqlpublicResolver)
 	reportsRepository := reports.NewRepository(db)
-	serveResolver := reports.NewServeResolver(reportsRepository, limits)
+	serveResolver := reports.NewServeResolver(reportsRepository, statsLimits)
 	gqlserveResolver := &gqlserve.Resolver{
 		Reports: serveResolver,
 	}
@@ -72,7 +78,7 @@ func initService(cfg *config.Config, svc metrics.Service) (*app.Server, func(), 
 		Serve:   gqlserveSchema,
 		Lookups: gqllookupsSchema,
 	}
-	exporter, cleanup4 := reports.NewExporter(db, logger, limits)
+	exporter, cleanup4 := reports.NewExporter(db, logger, statsLimits)
 	server := app.NewServer(cfg, logger, db, checker, graphQLEndpoints, meterProvider, exporter)
 	return server, func() {
 		cleanup4()

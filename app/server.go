@@ -43,10 +43,6 @@ func NewServer(cfg *config.Config, log *slog.Logger, db *database.DB, checker *a
 	f.Server().CloseOnShutdown = true
 	s := &Server{fiber: f, cfg: cfg, log: log, metrics: newServiceMetrics(mp, log)}
 	s.routes(db, checker, graphs, export)
-	if cfg.WeakKey() {
-		log.Warn("AUTHENTICATION__API_KEY is shorter than 32 characters; choose a long random value",
-			"min_length", config.MinKeyLength)
-	}
 	return s
 }
 

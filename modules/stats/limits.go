@@ -15,11 +15,11 @@ type Limits struct {
 }
 
 // NewLimits takes the limits from the settings.
-func NewLimits(cfg *config.Config) Limits {
+func NewLimits(l config.Limits) Limits {
 	return Limits{
-		Columns:  int(cfg.Limits.Columns),
-		Filters:  int(cfg.Limits.Filters),
-		PageSize: int(cfg.Limits.PageSize),
+		Columns:  int(l.Columns),
+		Filters:  int(l.Filters),
+		PageSize: int(l.PageSize),
 	}
 }
 

@@ -2,9 +2,9 @@
 package auth
 
 import (
-	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"log/slog"
 	"strings"
 
 	"github.com/gofiber/fiber/v2"
@@ -23,13 +23,18 @@ type Checker struct {
 	keyDigest [sha256.Size]byte
 }
 
-// NewChecker returns the checker for the settings.
-func NewChecker(cfg *config.Config) *Checker {
-	h := string(cfg.Authentication.APIKeyHeader)
+// NewChecker returns the checker for the settings. A key shorter than config.MinKeyLength is
+// accepted (the specification has a short default) with a warning that never shows the key.
+func NewChecker(a config.Authentication, log *slog.Logger) *Checker {
+	if a.WeakKey() {
+		log.Warn("AUTHENTICATION__API_KEY is shorter than 32 characters; choose a long random value",
+			"min_length", config.MinKeyLength)
+	}
+	h := string(a.APIKeyHeader)
 	return &Checker{
 		header:    h,
 		bearerOK:  strings.EqualFold(h, fiber.HeaderAuthorization),
-		keyDigest: sha256.Sum256([]byte(cfg.Authentication.APIKey.Reveal())),
+		keyDigest: sha256.Sum256([]byte(a.APIKey.Reveal())),
 	}
 }
 
@@ -74,20 +79,6 @@ func (c *Checker) Require(check func(*fiber.Ctx) bool, deny fiber.Handler) fiber
 		if !check(ctx) {
 			return deny(ctx)
 		}
-		ctx.SetUserContext(withAuthenticated(ctx.UserContext()))
 		return ctx.Next()
 	}
-}
-
-type authenticatedKey struct{}
-
-func withAuthenticated(ctx context.Context) context.Context {
-	return context.WithValue(ctx, authenticatedKey{}, true)
-}
-
-// Authenticated says whether ctx belongs to a request that presented a valid key. Resolvers
-// and handlers use it as a second line of defence behind the middleware.
-func Authenticated(ctx context.Context) bool {
-	ok, _ := ctx.Value(authenticatedKey{}).(bool)
-	return ok
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/ilyakaznacheev/cleanenv"
@@ -102,12 +103,35 @@ type LogFile struct {
 	MaxFiles Count  `env:"LOG__FILE__MAX_FILES" env-default:"15"`
 }
 
-// Metrics holds what the service itself reads; the OTLP exporter reads the SDK's standard
-// OTEL_EXPORTER_OTLP_* variables on its own.
+// Metrics holds the OpenTelemetry variables the service itself acts on. The SDK's exporters and
+// resource read the rest of the standard OTEL_* variables (headers, certificates, timeouts,
+// temporality, OTEL_RESOURCE_ATTRIBUTES) on their own; the ones here that they also read are
+// kept only to decide what to build and what to log.
 type Metrics struct {
 	Exporters      string `env:"OTEL_METRICS_EXPORTER" env-default:"otlp"`
 	PrometheusHost string `env:"OTEL_EXPORTER_PROMETHEUS_HOST" env-default:"localhost"`
 	PrometheusPort Port   `env:"OTEL_EXPORTER_PROMETHEUS_PORT" env-default:"9464"`
+	// SDKDisabled is OTEL_SDK_DISABLED: true turns every exporter off.
+	SDKDisabled string `env:"OTEL_SDK_DISABLED"`
+	// ResourceAttributes is quoted in the error when the SDK cannot parse it.
+	ResourceAttributes string `env:"OTEL_RESOURCE_ATTRIBUTES"`
+	OTLP               OTLP
+}
+
+// OTLP is what the start-up log says about the OTLP exporter: its protocol (which exporter to
+// build), endpoint and interval. The signal-specific variable wins over the general one.
+type OTLP struct {
+	Protocol        string `env:"OTEL_EXPORTER_OTLP_PROTOCOL"`
+	MetricsProtocol string `env:"OTEL_EXPORTER_OTLP_METRICS_PROTOCOL"`
+	Endpoint        string `env:"OTEL_EXPORTER_OTLP_ENDPOINT"`
+	MetricsEndpoint string `env:"OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"`
+	ExportInterval  string `env:"OTEL_METRIC_EXPORT_INTERVAL"`
+}
+
+// Disabled says whether OTEL_SDK_DISABLED is true.
+func (m Metrics) Disabled() bool {
+	v, _ := strconv.ParseBool(strings.TrimSpace(m.SDKDisabled))
+	return v
 }
 
 // MinKeyLength is the key length below which the service warns at start-up.
@@ -229,4 +253,4 @@ func (m Metrics) ExporterList() ([]string, error) {
 }
 
 // WeakKey says whether the API key is shorter than MinKeyLength.
-func (c *Config) WeakKey() bool { return len(c.Authentication.APIKey) < MinKeyLength }
+func (a Authentication) WeakKey() bool { return len(a.APIKey) < MinKeyLength }

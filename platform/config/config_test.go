@@ -87,7 +87,7 @@ func TestDefaults(t *testing.T) {
 			t.Errorf("%s default = %#v, want %#v", c.name, c.got, c.want)
 		}
 	}
-	if !cfg.WeakKey() {
+	if !cfg.Authentication.WeakKey() {
 		t.Error("a 1-character key is not reported as weak")
 	}
 }
@@ -113,7 +113,7 @@ func TestValuesAreParsed(t *testing.T) {
 	if cfg.App.RootPath != "/analytics" || bool(cfg.Database.Encrypt) || bool(cfg.Database.TrustServerCertificate) ||
 		cfg.Database.PoolTimeout.Duration() != 1500*time.Millisecond || cfg.Database.Password.Reveal() != "p@ss:/#?%" ||
 		cfg.Log.Level.Level() != slog.LevelWarn || cfg.Log.Console.Format != config.FormatJSON ||
-		cfg.Authentication.APIKeyHeader != "SERVICE-X-API-KEY" || cfg.WeakKey() {
+		cfg.Authentication.APIKeyHeader != "SERVICE-X-API-KEY" || cfg.Authentication.WeakKey() {
 		t.Errorf("settings not parsed as given: %+v", cfg)
 	}
 	if !reflect.DeepEqual(cfg.Security.CORS.AllowOrigins, config.Origins{"https://a.example.org", "http://b.example.org:8080"}) {

@@ -39,29 +39,28 @@ type DB struct {
 // reports 503, while the database is down. The pool's statistics, the waits for a connection and
 // the repositories' operations are measured on mp. Every session runs with
 // LIMITS__STATEMENT_TIMEOUT as its statement_timeout.
-func Open(cfg *config.Config, log *slog.Logger, mp metric.MeterProvider) (*DB, func(), error) {
-	pc, err := PoolConfig(cfg.Database)
+func Open(d config.Database, limits config.Limits, log *slog.Logger, mp metric.MeterProvider) (*DB, func(), error) {
+	pc, err := PoolConfig(d)
 	if err != nil {
 		return nil, nil, err
 	}
-	pc.ConnConfig.RuntimeParams["statement_timeout"] = milliseconds(cfg.Limits.StatementTimeout.Duration())
+	pc.ConnConfig.RuntimeParams["statement_timeout"] = milliseconds(limits.StatementTimeout.Duration())
 	pool, err := pgxpool.NewWithConfig(context.Background(), pc)
 	if err != nil {
 		return nil, nil, fmt.Errorf("database pool: %w", err)
 	}
-	m, err := newPoolMetrics(mp, cfg.Database, pool)
+	m, err := newPoolMetrics(mp, d, pool)
 	if err != nil {
 		pool.Close()
 		return nil, nil, err
 	}
-	d := cfg.Database
 	log.Info("database pool ready",
 		"host", d.Host, "port", int(d.Port), "database", d.Name, "user", d.Username, "schema", d.Schema,
 		"tls", tlsMode(d), "pool_size", int(d.PoolSize), "max_overflow", int(d.MaxOverflow),
-		"statement_timeout", cfg.Limits.StatementTimeout.Duration().String())
+		"statement_timeout", limits.StatementTimeout.Duration().String())
 	reach := newReachability(pool, log)
 	db := &DB{pool: pool, poolTimeout: d.PoolTimeout.Duration(), metrics: m, reach: reach,
-		statementTimeout: cfg.Limits.StatementTimeout.Duration(), exportTimeout: cfg.Limits.ExportTimeout.Duration()}
+		statementTimeout: limits.StatementTimeout.Duration(), exportTimeout: limits.ExportTimeout.Duration()}
 	return db, func() { reach.close(); pool.Close() }, nil
 }
 

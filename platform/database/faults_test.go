@@ -66,7 +66,7 @@ func (l *syncLog) String() string {
 func open(t *testing.T, cfg *config.Config) (*DB, *syncLog) {
 	t.Helper()
 	logs := &syncLog{}
-	db, cleanup, err := Open(cfg, slog.New(slog.NewTextHandler(logs, nil)), noop.NewMeterProvider())
+	db, cleanup, err := Open(cfg.Database, cfg.Limits, slog.New(slog.NewTextHandler(logs, nil)), noop.NewMeterProvider())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,8 +17,7 @@ import (
 )
 
 // New returns the logger and a cleanup that closes the log file.
-func New(cfg *config.Config) (*slog.Logger, func(), error) {
-	lc := cfg.Log
+func New(lc config.Log) (*slog.Logger, func(), error) {
 	opts := &slog.HandlerOptions{Level: lc.Level.Level(), ReplaceAttr: levelNames}
 	var handlers []slog.Handler
 	if lc.Console.Enabled {

@@ -14,7 +14,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -58,12 +57,13 @@ const cardinalityLimit = 2000
 // New returns the meter provider that OTEL_METRICS_EXPORTER asks for and a cleanup that stops
 // the scrape endpoint and flushes what is left. With no exporter (none, or OTEL_SDK_DISABLED=true)
 // it is a no-op provider: instruments cost nothing and nothing listens or is sent.
-func New(cfg *config.Config, log *slog.Logger, svc Service) (metric.MeterProvider, func(), error) {
-	names, err := cfg.Metrics.ExporterList()
+// app is read for its port, which the scrape endpoint must not take.
+func New(m config.Metrics, app config.App, log *slog.Logger, svc Service) (metric.MeterProvider, func(), error) {
+	names, err := m.ExporterList()
 	if err != nil {
 		return nil, nil, err
 	}
-	if disabled, _ := strconv.ParseBool(strings.TrimSpace(os.Getenv("OTEL_SDK_DISABLED"))); disabled {
+	if m.Disabled() {
 		log.Info("metrics export off (OTEL_SDK_DISABLED=true)")
 		return noop.NewMeterProvider(), func() {}, nil
 	}
@@ -72,7 +72,7 @@ func New(cfg *config.Config, log *slog.Logger, svc Service) (metric.MeterProvide
 		return noop.NewMeterProvider(), func() {}, nil
 	}
 
-	res, err := newResource(svc)
+	res, err := newResource(svc, m.ResourceAttributes)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -89,14 +89,14 @@ func New(cfg *config.Config, log *slog.Logger, svc Service) (metric.MeterProvide
 	for _, name := range names {
 		switch name {
 		case "otlp":
-			exp, desc, err := newOTLPExporter()
+			exp, desc, err := newOTLPExporter(m.OTLP)
 			if err != nil {
 				return nil, nil, err
 			}
 			opts = append(opts, sdkmetric.WithReader(sdkmetric.NewPeriodicReader(watchedExporter{exp, elog})))
 			log.Info("metrics export: OTLP", desc...)
 		case "prometheus":
-			reader, srv, ln, err := newPrometheus(cfg)
+			reader, srv, ln, err := newPrometheus(m, app.Port)
 			if err != nil {
 				return nil, nil, err
 			}
@@ -134,7 +134,7 @@ func New(cfg *config.Config, log *slog.Logger, svc Service) (metric.MeterProvide
 
 // newResource describes the service: service.name and service.version from the build, the SDK's
 // telemetry.sdk.* attributes, then OTEL_RESOURCE_ATTRIBUTES and OTEL_SERVICE_NAME, which win.
-func newResource(svc Service) (*resource.Resource, error) {
+func newResource(svc Service, fromEnv string) (*resource.Resource, error) {
 	name := svc.Name
 	if name == "" {
 		name = "emsquery"
@@ -152,30 +152,27 @@ func newResource(svc Service) (*resource.Resource, error) {
 		resource.WithFromEnv(),
 	)
 	if err != nil {
-		return nil, fmt.Errorf("OTEL_RESOURCE_ATTRIBUTES: %q: %w", os.Getenv("OTEL_RESOURCE_ATTRIBUTES"), err)
+		return nil, fmt.Errorf("OTEL_RESOURCE_ATTRIBUTES: %q: %w", fromEnv, err)
 	}
 	return res, nil
-}
-
-// otlpProtocol is the OTLP transport the standard variables ask for; http/protobuf by default.
-func otlpProtocol() (string, string) {
-	for _, k := range []string{"OTEL_EXPORTER_OTLP_METRICS_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"} {
-		if v := strings.TrimSpace(os.Getenv(k)); v != "" {
-			return k, v
-		}
-	}
-	return "", "http/protobuf"
 }
 
 // newOTLPExporter builds the OTLP exporter. Endpoint, headers, timeout, compression,
 // certificates and temporality come from the SDK's own OTEL_EXPORTER_OTLP_* variables; the
 // export interval from OTEL_METRIC_EXPORT_INTERVAL (read by the periodic reader). It returns
-// what to log about it (never the headers: they often carry a token).
-func newOTLPExporter() (sdkmetric.Exporter, []any, error) {
+// what to log about it (never the headers: they often carry a token). The protocol
+// (http/protobuf by default) decides which exporter to build.
+func newOTLPExporter(o config.OTLP) (sdkmetric.Exporter, []any, error) {
 	ctx := context.Background()
-	key, proto := otlpProtocol()
-	endpoint := firstEnv("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
-	interval := firstEnv("OTEL_METRIC_EXPORT_INTERVAL")
+	key, proto := "OTEL_EXPORTER_OTLP_METRICS_PROTOCOL", strings.TrimSpace(o.MetricsProtocol)
+	if proto == "" {
+		key, proto = "OTEL_EXPORTER_OTLP_PROTOCOL", strings.TrimSpace(o.Protocol)
+	}
+	if proto == "" {
+		proto = "http/protobuf"
+	}
+	endpoint := firstSet(o.MetricsEndpoint, o.Endpoint)
+	interval := strings.TrimSpace(o.ExportInterval)
 	var exp sdkmetric.Exporter
 	var err error
 	switch proto {
@@ -211,9 +208,9 @@ func redactURL(s string) string {
 	return u.String()
 }
 
-func firstEnv(keys ...string) string {
-	for _, k := range keys {
-		if v := strings.TrimSpace(os.Getenv(k)); v != "" {
+func firstSet(values ...string) string {
+	for _, v := range values {
+		if v = strings.TrimSpace(v); v != "" {
 			return v
 		}
 	}
@@ -222,9 +219,8 @@ func firstEnv(keys ...string) string {
 
 // newPrometheus builds the pull exporter on a registry of its own and the HTTP server for it,
 // already listening: a port in use is a start-up error that names the settings.
-func newPrometheus(cfg *config.Config) (sdkmetric.Reader, *http.Server, net.Listener, error) {
-	m := cfg.Metrics
-	if m.PrometheusPort == cfg.App.Port {
+func newPrometheus(m config.Metrics, apiPort config.Port) (sdkmetric.Reader, *http.Server, net.Listener, error) {
+	if m.PrometheusPort == apiPort {
 		return nil, nil, nil, fmt.Errorf("OTEL_EXPORTER_PROMETHEUS_PORT: %d is the API port (APP__PORT); the scrape endpoint must be on a port of its own", int(m.PrometheusPort))
 	}
 	reg := prom.NewRegistry()

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ilyakaznacheev/cleanenv"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/metric/noop"
 	colmetricpb "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
@@ -85,13 +86,25 @@ func TestExportLogRateLimit(t *testing.T) {
 	}
 }
 
-func testConfig(exporters string, port int) *config.Config {
-	cfg := &config.Config{}
-	cfg.App.Port = 9090
-	cfg.Metrics.Exporters = exporters
-	cfg.Metrics.PrometheusHost = "127.0.0.1"
-	cfg.Metrics.PrometheusPort = config.Port(port)
-	return cfg
+// testConfig reads the metrics settings from the environment, as the service does, with the
+// exporters and scrape port given; the API port is 9090.
+func testConfig(t *testing.T, exporters string, port int) (config.Metrics, config.App) {
+	t.Helper()
+	var m config.Metrics
+	if err := cleanenv.ReadEnv(&m); err != nil {
+		t.Fatal(err)
+	}
+	m.Exporters = exporters
+	m.PrometheusHost = "127.0.0.1"
+	m.PrometheusPort = config.Port(port)
+	return m, config.App{Port: 9090}
+}
+
+// newProvider is New with testConfig's settings.
+func newProvider(t *testing.T, exporters string, port int, log *slog.Logger, svc Service) (metric.MeterProvider, func(), error) {
+	t.Helper()
+	m, app := testConfig(t, exporters, port)
+	return New(m, app, log, svc)
 }
 
 func freePort(t *testing.T) int {
@@ -116,7 +129,7 @@ func listening(port int) bool {
 func TestNoneIsNoop(t *testing.T) {
 	log, _ := newLogger()
 	port := freePort(t)
-	mp, cleanup, err := New(testConfig("none", port), log, Service{Version: "1.0.0"})
+	mp, cleanup, err := newProvider(t, "none", port, log, Service{Version: "1.0.0"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,13 +150,13 @@ func TestPrometheusPortInUse(t *testing.T) {
 	}
 	defer ln.Close()
 	port := ln.Addr().(*net.TCPAddr).Port
-	_, _, err = New(testConfig("prometheus", port), log, Service{})
+	_, _, err = newProvider(t, "prometheus", port, log, Service{})
 	if err == nil || !strings.Contains(err.Error(), "OTEL_EXPORTER_PROMETHEUS_PORT") {
 		t.Fatalf("port in use: error %v, want one naming OTEL_EXPORTER_PROMETHEUS_PORT", err)
 	}
 
-	cfg := testConfig("prometheus", 9090)
-	_, _, err = New(cfg, log, Service{})
+	m, app := testConfig(t, "prometheus", 9090)
+	_, _, err = New(m, app, log, Service{})
 	if err == nil || !strings.Contains(err.Error(), "APP__PORT") {
 		t.Fatalf("API port: error %v, want one naming APP__PORT", err)
 	}
@@ -152,7 +165,7 @@ func TestPrometheusPortInUse(t *testing.T) {
 func TestPrometheusEndpoint(t *testing.T) {
 	log, _ := newLogger()
 	port := freePort(t)
-	mp, cleanup, err := New(testConfig("prometheus", port), log, Service{Version: "1.2.3"})
+	mp, cleanup, err := newProvider(t, "prometheus", port, log, Service{Version: "1.2.3"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -257,7 +270,7 @@ func TestOTLPExportAndOutage(t *testing.T) {
 	t.Setenv("OTEL_METRIC_EXPORT_INTERVAL", "50")
 	t.Setenv("OTEL_RESOURCE_ATTRIBUTES", "deployment.environment.name=test,site=north")
 	log, buf := newLogger()
-	mp, cleanup, err := New(testConfig("otlp", freePort(t)), log, Service{Name: "emsquery", Version: "9.9.9"})
+	mp, cleanup, err := newProvider(t, "otlp", freePort(t), log, Service{Name: "emsquery", Version: "9.9.9"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -293,7 +306,7 @@ func TestOTLPExportAndOutage(t *testing.T) {
 func TestOTLPUnsupportedProtocol(t *testing.T) {
 	t.Setenv("OTEL_EXPORTER_OTLP_METRICS_PROTOCOL", "http/json")
 	log, _ := newLogger()
-	_, _, err := New(testConfig("otlp", freePort(t)), log, Service{})
+	_, _, err := newProvider(t, "otlp", freePort(t), log, Service{})
 	if err == nil || !strings.Contains(err.Error(), "OTEL_EXPORTER_OTLP_METRICS_PROTOCOL") {
 		t.Fatalf("error %v, want one naming OTEL_EXPORTER_OTLP_METRICS_PROTOCOL", err)
 	}
@@ -305,7 +318,7 @@ func TestOTLPgRPC(t *testing.T) {
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:"+strconv.Itoa(freePort(t)))
 	t.Setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "500")
 	log, _ := newLogger()
-	_, cleanup, err := New(testConfig("otlp", freePort(t)), log, Service{})
+	_, cleanup, err := newProvider(t, "otlp", freePort(t), log, Service{})
 	if err != nil {
 		t.Fatal(err)
 	}
