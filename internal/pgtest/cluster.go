@@ -395,6 +395,9 @@ func (c *Cluster) DropDatabase(ctx context.Context, name string) error {
 func (c *Cluster) dataDir() string { return filepath.Join(c.dir, "data") }
 func (c *Cluster) logFile() string { return filepath.Join(c.dir, "postgres.log") }
 
+// LogFile is the path of the server's log, for tests that read what the server logged.
+func (c *Cluster) LogFile() string { return c.logFile() }
+
 func (c *Cluster) logTail(n int) string {
 	b, err := os.ReadFile(c.logFile())
 	if err != nil {
