@@ -82,8 +82,7 @@ func TestDatabaseTLS(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			name := pgtest.NewDatabase(t, c)
-			db := servicetest.DB{Cluster: c, Name: name, Host: c.Host(), Port: c.Port(), User: "postgres", Password: c.Password()}
+			db := servicetest.NewDBOn(t, c)
 			svc := servicetest.Start(t, db, tc.env)
 			start := time.Now()
 			if !tc.healthy {
@@ -142,11 +141,6 @@ func TestPoolTimeout(t *testing.T) {
 	wantJSON(t, svc, "/v1/healthz", http.StatusOK, map[string]string{"status": "ok", "database": "ok"})
 
 	release := lockFactRecord(t, db)
-	type result struct {
-		status int
-		body   []byte
-		err    error
-	}
 	first := make(chan result, 1)
 	go func() {
 		status, body, err := postGraphQL(svc.URL+"/graphql", map[string]string{svc.Header: svc.Key}, recordsCountQuery)

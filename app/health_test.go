@@ -5,10 +5,6 @@ package app_test
 import (
 	"context"
 	"net/http"
-	"os"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -23,8 +19,7 @@ import (
 func TestHealthFollowsTheDatabase(t *testing.T) {
 	t.Parallel()
 	c := pgtest.New(t, pgtest.Options{})
-	name := pgtest.NewDatabase(t, c)
-	db := servicetest.DB{Cluster: c, Name: name, Host: c.Host(), Port: c.Port(), User: "postgres", Password: c.Password()}
+	db := servicetest.NewDBOn(t, c)
 	svc := servicetest.Start(t, db, nil)
 
 	wantJSON(t, svc, "/v1/healthz", http.StatusOK, map[string]string{"status": "ok", "database": "ok"})
@@ -81,7 +76,10 @@ func TestHealthFollowsTheDatabase(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer admin.Close(ctx)
-	pid := postmasterPID(t, c)
+	pid := c.PostmasterPID()
+	if pid == 0 {
+		t.Fatal("no running postmaster")
+	}
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
@@ -99,21 +97,6 @@ func TestHealthFollowsTheDatabase(t *testing.T) {
 	wantJSON(t, svc, "/v1/ping", http.StatusOK, map[string]string{"status": "ok"})
 	resume()
 	waitHealthy(t, svc, 10*time.Second)
-}
-
-// postmasterPID reads the running server's pid from its data directory.
-func postmasterPID(t *testing.T, c *pgtest.Cluster) int {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(c.Dir(), "data", "postmaster.pid"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	first, _, _ := strings.Cut(string(b), "\n")
-	pid, err := strconv.Atoi(strings.TrimSpace(first))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pid
 }
 
 func TestHealthChecksDisabled(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -16,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/emsanalytics/emsquery/internal/pgtest"
 	"github.com/emsanalytics/emsquery/internal/servicetest"
@@ -87,6 +90,13 @@ func wantJSON(t *testing.T, svc *servicetest.Service, path string, status int, w
 	return m
 }
 
+// result is an HTTP answer received in a goroutine, where the test cannot fail.
+type result struct {
+	status int
+	body   []byte
+	err    error
+}
+
 // postGraphQL posts a query with its own client, without failing the test, so that it can run
 // in a goroutine.
 func postGraphQL(url string, headers map[string]string, query string) (int, []byte, error) {
@@ -126,27 +136,26 @@ func lockFactRecord(t *testing.T, db servicetest.DB) (release func()) {
 	return release
 }
 
+// lockWaiters counts the service's sessions in db that wait for a lock.
+func lockWaiters(t *testing.T, pool *pgxpool.Pool, db string) int {
+	t.Helper()
+	var n int
+	err := pool.QueryRow(context.Background(),
+		`SELECT count(*) FROM pg_stat_activity
+		  WHERE datname = $1 AND application_name = 'emsquery' AND wait_event_type = 'Lock'`, db).Scan(&n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
 // waitForLockWaiters waits until n of the service's sessions wait for a lock in db.
 func waitForLockWaiters(t *testing.T, db servicetest.DB, n int) {
 	t.Helper()
 	pool := db.Pool(t)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		var waiting int
-		err := pool.QueryRow(context.Background(),
-			`SELECT count(*) FROM pg_stat_activity
-			  WHERE datname = $1 AND application_name = 'emsquery' AND wait_event_type = 'Lock'`, db.Name).Scan(&waiting)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if waiting >= n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d service sessions wait for the lock after 10s, want %d", waiting, n)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	servicetest.WaitFor(t, 10*time.Second, fmt.Sprintf("%d service sessions waiting for the lock", n), func() bool {
+		return lockWaiters(t, pool, db.Name) >= n
+	})
 }
 
 // stop sends SIGTERM and waits for a clean exit, so that every log line is written.

@@ -7,11 +7,9 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -45,11 +43,11 @@ func TestStartWithoutKey(t *testing.T) {
 	})
 	t.Run("empty", func(t *testing.T) {
 		t.Parallel()
-		p := runBinary(t, t.TempDir(), nil, map[string]string{
-			"AUTHENTICATION__API_KEY": "", "APP__PORT": strconv.Itoa(freePort(t)),
+		svc := servicetest.Exec(t, t.TempDir(), nil, map[string]string{
+			"AUTHENTICATION__API_KEY": "", "APP__PORT": strconv.Itoa(servicetest.FreePort(t)),
 			"LOG__PATH": t.TempDir(), "OTEL_METRICS_EXPORTER": "none",
 		})
-		check(t, p.wait, p.out.String)
+		check(t, svc.Wait, svc.Output)
 	})
 }
 
@@ -57,7 +55,9 @@ func TestStartWithShortKey(t *testing.T) {
 	t.Parallel()
 	const key = "short-but-not-empty-key" // 23 characters
 	svc := servicetest.Start(t, servicetest.NewDB(t), map[string]string{"AUTHENTICATION__API_KEY": key})
-	waitOutput(t, svc, "shorter than 32")
+	servicetest.WaitFor(t, 5*time.Second, `"shorter than 32" in the output`, func() bool {
+		return strings.Contains(svc.Output(), "shorter than 32")
+	})
 	out := svc.Output()
 	if !strings.Contains(out, "WARNING") || !strings.Contains(out, "AUTHENTICATION__API_KEY") {
 		t.Errorf("no WARNING naming AUTHENTICATION__API_KEY:\n%s", out)
@@ -69,7 +69,6 @@ func TestStartWithShortKey(t *testing.T) {
 	if got := countOf(t, svc.GraphQL(t, "/graphql", recordsCountQuery, nil)); got != 0 {
 		t.Errorf("records_count = %d on an empty database", got)
 	}
-
 }
 
 func TestBadSettings(t *testing.T) {
@@ -104,96 +103,6 @@ func TestBadSettings(t *testing.T) {
 			}
 		})
 	}
-}
-
-// process is the service binary run by hand, for arguments and working folders of the test's
-// choice.
-type process struct {
-	cmd  *exec.Cmd
-	out  *servicetest.Buffer
-	done chan struct{}
-	code int
-}
-
-// runBinary starts the service in dir with args and exactly the given settings (none of the
-// test process's own settings or PG* variables leak in); SIGTERM, then SIGKILL, at cleanup.
-func runBinary(t *testing.T, dir string, args []string, settings map[string]string) *process {
-	t.Helper()
-	cmd := exec.Command(servicetest.Binary(t), args...)
-	cmd.Dir = dir
-	for _, kv := range os.Environ() {
-		k, _, _ := strings.Cut(kv, "=")
-		leak := strings.HasPrefix(k, "PG")
-		for _, p := range []string{"APP__", "DATABASE__", "SECURITY__", "AUTHENTICATION__", "LOG__", "OTEL_"} {
-			leak = leak || strings.HasPrefix(k, p)
-		}
-		if !leak {
-			cmd.Env = append(cmd.Env, kv)
-		}
-	}
-	for k, v := range settings {
-		cmd.Env = append(cmd.Env, k+"="+v)
-	}
-	p := &process{cmd: cmd, out: &servicetest.Buffer{}, done: make(chan struct{})}
-	cmd.Stdout, cmd.Stderr = p.out, p.out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		_ = cmd.Wait()
-		p.code = cmd.ProcessState.ExitCode()
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-p.done:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-p.done
-		}
-	})
-	return p
-}
-
-// wait waits at most timeout for the process to exit and returns its exit code.
-func (p *process) wait(timeout time.Duration) (int, error) {
-	select {
-	case <-p.done:
-		return p.code, nil
-	case <-time.After(timeout):
-		return -1, fmt.Errorf("still running after %s", timeout)
-	}
-}
-
-// waitPing waits until /v1/ping answers on port.
-func (p *process) waitPing(t *testing.T, port int) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		select {
-		case <-p.done:
-			t.Fatalf("exited with code %d before it was ready:\n%s", p.code, p.out.String())
-		default:
-		}
-		if resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/v1/ping", port)); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("no ping on port %d after 10s:\n%s", port, p.out.String())
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	port, err := servicetest.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return port
 }
 
 func writeEnvFile(t *testing.T, path string, vars map[string]string) {
@@ -236,7 +145,7 @@ func TestEnvFile(t *testing.T) {
 	t.Run("dot env in the working folder; the environment wins", func(t *testing.T) {
 		t.Parallel()
 		dir := t.TempDir()
-		port, fileKey, envKey := freePort(t), servicetest.RandomKey(), servicetest.RandomKey()
+		port, fileKey, envKey := servicetest.FreePort(t), servicetest.RandomKey(), servicetest.RandomKey()
 		writeEnvFile(t, filepath.Join(dir, ".env"), map[string]string{
 			"APP__PORT":                      strconv.Itoa(port),
 			"AUTHENTICATION__API_KEY_HEADER": "X-File-Key",
@@ -244,8 +153,8 @@ func TestEnvFile(t *testing.T) {
 		})
 		settings := base()
 		settings["AUTHENTICATION__API_KEY"] = envKey
-		p := runBinary(t, dir, nil, settings)
-		p.waitPing(t, port) // the port came from the file
+		p := servicetest.Exec(t, dir, nil, settings)
+		p.WaitReady(t, port) // the port came from the file
 		if status, n := count(t, port, "X-File-Key", envKey); status != http.StatusOK || n != want {
 			t.Errorf("environment's key in the file's header: status %d count %d, want 200 and %d", status, n, want)
 		}
@@ -262,11 +171,11 @@ func TestEnvFile(t *testing.T) {
 		dir, other := t.TempDir(), t.TempDir()
 		// A .env beside is not read when --env-file names a file: its bad value would stop the start.
 		writeEnvFile(t, filepath.Join(dir, ".env"), map[string]string{"LOG__LEVEL": "LOUD"})
-		port, key := freePort(t), servicetest.RandomKey()
+		port, key := servicetest.FreePort(t), servicetest.RandomKey()
 		file := filepath.Join(other, "emsquery.env")
 		writeEnvFile(t, file, map[string]string{"APP__PORT": strconv.Itoa(port), "AUTHENTICATION__API_KEY": key})
-		p := runBinary(t, dir, []string{"--env-file", file}, base())
-		p.waitPing(t, port)
+		p := servicetest.Exec(t, dir, []string{"--env-file", file}, base())
+		p.WaitReady(t, port)
 		if status, n := count(t, port, "x-api-key", key); status != http.StatusOK || n != want {
 			t.Errorf("the file's key: status %d count %d, want 200 and %d", status, n, want)
 		}
@@ -277,26 +186,13 @@ func TestEnvFile(t *testing.T) {
 		missing := filepath.Join(t.TempDir(), "nope.env")
 		settings := base()
 		settings["AUTHENTICATION__API_KEY"] = servicetest.RandomKey()
-		p := runBinary(t, t.TempDir(), []string{"--env-file", missing}, settings)
-		select {
-		case <-p.done:
-		case <-time.After(10 * time.Second):
+		p := servicetest.Exec(t, t.TempDir(), []string{"--env-file", missing}, settings)
+		code, err := p.Wait(10 * time.Second)
+		if err != nil {
 			t.Fatal("still running with a missing env file")
 		}
-		if p.code != 2 || !strings.Contains(p.out.String(), missing) {
-			t.Errorf("exit code %d, want 2, and output naming %s:\n%s", p.code, missing, p.out.String())
+		if code != 2 || !strings.Contains(p.Output(), missing) {
+			t.Errorf("exit code %d, want 2, and output naming %s:\n%s", code, missing, p.Output())
 		}
 	})
-}
-
-// waitOutput waits until the process output contains s.
-func waitOutput(t *testing.T, svc *servicetest.Service, s string) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !strings.Contains(svc.Output(), s) {
-		if time.Now().After(deadline) {
-			t.Fatalf("output has no %q after 5s:\n%s", s, svc.Output())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }

@@ -18,11 +18,6 @@ func TestGracefulShutdown(t *testing.T) {
 	want := expectedCount(t, db)
 	svc := servicetest.Start(t, db, nil)
 	release := lockFactRecord(t, db)
-	type result struct {
-		status int
-		body   []byte
-		err    error
-	}
 	inFlight := make(chan result, 1)
 	go func() {
 		status, body, err := postGraphQL(svc.URL+"/graphql", map[string]string{svc.Header: svc.Key}, recordsCountQuery)
