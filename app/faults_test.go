@@ -8,7 +8,6 @@ package app_test
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -22,21 +21,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/emsanalytics/emsquery/internal/fixture"
 	"github.com/emsanalytics/emsquery/internal/pgtest"
 	"github.com/emsanalytics/emsquery/internal/servicetest"
 )
-
-// fixtureOn creates a database with the edge-case fixture on cluster c (a cluster of the test's
-// own, which it may stop and start).
-func fixtureOn(t *testing.T, c *pgtest.Cluster) servicetest.DB {
-	t.Helper()
-	name := pgtest.NewDatabase(t, c)
-	if err := c.Exec(context.Background(), name, fixture.EdgeSQL); err != nil {
-		t.Fatalf("load fixture: %v", err)
-	}
-	return servicetest.DB{Cluster: c, Name: name, Host: c.Host(), Port: c.Port(), User: "postgres", Password: c.Password()}
-}
 
 // outcome is one request of a load.
 type outcome struct {
@@ -153,7 +140,7 @@ func (l *loadRun) snapshot() []outcome {
 func TestDatabaseRestartUnderLoad(t *testing.T) {
 	t.Parallel()
 	c := pgtest.New(t, pgtest.Options{})
-	db := fixtureOn(t, c)
+	db := servicetest.FixtureDBOn(t, c)
 	want := expectedCount(t, db)
 	svc := servicetest.Start(t, db, map[string]string{"DATABASE__POOL_SIZE": "4"})
 
@@ -260,7 +247,7 @@ func TestDatabaseRestartUnderLoad(t *testing.T) {
 func TestStartWithDatabaseDown(t *testing.T) {
 	t.Parallel()
 	c := pgtest.New(t, pgtest.Options{})
-	db := fixtureOn(t, c)
+	db := servicetest.FixtureDBOn(t, c)
 	want := expectedCount(t, db)
 	if err := c.Stop(); err != nil {
 		t.Fatal(err)
@@ -316,13 +303,7 @@ func waitNoLockWaiters(t *testing.T, db servicetest.DB, within time.Duration) ti
 	pool := db.Pool(t)
 	start := time.Now()
 	for {
-		var waiting int
-		err := pool.QueryRow(context.Background(),
-			`SELECT count(*) FROM pg_stat_activity
-			  WHERE datname = $1 AND application_name = 'emsquery' AND wait_event_type = 'Lock'`, db.Name).Scan(&waiting)
-		if err != nil {
-			t.Fatal(err)
-		}
+		waiting := lockWaiters(t, pool, db.Name)
 		if waiting == 0 {
 			return time.Since(start)
 		}
@@ -364,11 +345,6 @@ func TestStatementTimeoutOverHTTP(t *testing.T) {
 	wantTimeout(t, r, time.Since(start), "LIMITS__STATEMENT_TIMEOUT=1s", time.Second)
 
 	// The export waits for the lock longer than the statement timeout, and succeeds.
-	type result struct {
-		status int
-		body   []byte
-		err    error
-	}
 	exported := make(chan result, 1)
 	go func() {
 		status, body, err := getExport(svc)

@@ -4,11 +4,8 @@ package app_test
 // OTLP/HTTP receiver that decodes the protobuf, and quiet with OTEL_METRICS_EXPORTER=none.
 
 import (
-	"compress/gzip"
-	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -17,16 +14,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
-	colmetricpb "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
-	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
-	metricpb "go.opentelemetry.io/proto/otlp/metrics/v1"
-	"google.golang.org/protobuf/proto"
-
+	"github.com/emsanalytics/emsquery/internal/otlptest"
 	"github.com/emsanalytics/emsquery/internal/servicetest"
 )
 
@@ -89,11 +81,7 @@ scrape_configs:
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	port, err := servicetest.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := "127.0.0.1:" + strconv.Itoa(port)
+	addr := "127.0.0.1:" + strconv.Itoa(servicetest.FreePort(t))
 	var out servicetest.Buffer
 	cmd := exec.Command(bin,
 		"--config.file="+cfgPath,
@@ -121,7 +109,7 @@ scrape_configs:
 		}
 	})
 	base := "http://" + addr
-	waitUntil(t, 30*time.Second, "prometheus ready", func() bool {
+	servicetest.WaitFor(t, 30*time.Second, "prometheus ready", func() bool {
 		select {
 		case <-done:
 			t.Fatalf("prometheus exited:\n%s", out.String())
@@ -179,10 +167,7 @@ func (s promSeries) value(t *testing.T) float64 {
 func TestMetricsPrometheusScrape(t *testing.T) {
 	prometheusBinary(t)
 	db := servicetest.FixtureDB(t)
-	metricsPort, err := servicetest.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
+	metricsPort := servicetest.FreePort(t)
 	svc := servicetest.Start(t, db, map[string]string{
 		"OTEL_METRICS_EXPORTER":         "prometheus",
 		"OTEL_EXPORTER_PROMETHEUS_HOST": "127.0.0.1",
@@ -209,7 +194,7 @@ func TestMetricsPrometheusScrape(t *testing.T) {
 	prom := startPrometheus(t, target)
 
 	var ping []promSeries
-	waitUntil(t, 30*time.Second, "request-duration series for /v1/ping in Prometheus", func() bool {
+	servicetest.WaitFor(t, 30*time.Second, "request-duration series for /v1/ping in Prometheus", func() bool {
 		ping = promQuery(t, prom, `http_server_request_duration_seconds_count{job="emsquery",http_route="/v1/ping"}`)
 		return len(ping) > 0
 	})
@@ -278,151 +263,6 @@ func TestMetricsPrometheusScrape(t *testing.T) {
 	}
 }
 
-// otlpReceiver is an OTLP/HTTP metrics receiver that decodes every export.
-type otlpReceiver struct {
-	mu      sync.Mutex
-	exports []*colmetricpb.ExportMetricsServiceRequest
-	bad     []string
-}
-
-func (rc *otlpReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	fail := func(msg string) {
-		rc.mu.Lock()
-		rc.bad = append(rc.bad, msg)
-		rc.mu.Unlock()
-		http.Error(w, msg, http.StatusBadRequest)
-	}
-	if r.Method != http.MethodPost || r.URL.Path != "/v1/metrics" {
-		fail("unexpected " + r.Method + " " + r.URL.Path)
-		return
-	}
-	if ct := r.Header.Get("Content-Type"); ct != "application/x-protobuf" {
-		fail("content type " + ct)
-		return
-	}
-	var body io.Reader = r.Body
-	if r.Header.Get("Content-Encoding") == "gzip" {
-		zr, err := gzip.NewReader(r.Body)
-		if err != nil {
-			fail(err.Error())
-			return
-		}
-		body = zr
-	}
-	raw, err := io.ReadAll(body)
-	if err != nil {
-		fail(err.Error())
-		return
-	}
-	req := &colmetricpb.ExportMetricsServiceRequest{}
-	if err := proto.Unmarshal(raw, req); err != nil {
-		fail("protobuf: " + err.Error())
-		return
-	}
-	rc.mu.Lock()
-	rc.exports = append(rc.exports, req)
-	rc.mu.Unlock()
-	out, _ := proto.Marshal(&colmetricpb.ExportMetricsServiceResponse{})
-	w.Header().Set("Content-Type", "application/x-protobuf")
-	_, _ = w.Write(out)
-}
-
-func (rc *otlpReceiver) count() int {
-	rc.mu.Lock()
-	defer rc.mu.Unlock()
-	return len(rc.exports)
-}
-
-// received is what the exports so far hold: resource attributes, metric names with their units,
-// and the attribute sets of each metric's data points.
-type received struct {
-	resource map[string]string
-	units    map[string]string
-	points   map[string][]map[string]string
-}
-
-func (rc *otlpReceiver) snapshot() received {
-	rc.mu.Lock()
-	defer rc.mu.Unlock()
-	out := received{resource: map[string]string{}, units: map[string]string{}, points: map[string][]map[string]string{}}
-	for _, req := range rc.exports {
-		for _, rm := range req.ResourceMetrics {
-			for k, v := range otlpAttrs(rm.GetResource().GetAttributes()) {
-				out.resource[k] = v
-			}
-			for _, sm := range rm.ScopeMetrics {
-				for _, m := range sm.Metrics {
-					out.units[m.Name] = m.Unit
-					out.points[m.Name] = append(out.points[m.Name], pointAttrs(m)...)
-				}
-			}
-		}
-	}
-	return out
-}
-
-func pointAttrs(m *metricpb.Metric) []map[string]string {
-	var out []map[string]string
-	switch d := m.Data.(type) {
-	case *metricpb.Metric_Histogram:
-		for _, p := range d.Histogram.DataPoints {
-			out = append(out, otlpAttrs(p.Attributes))
-		}
-	case *metricpb.Metric_Sum:
-		for _, p := range d.Sum.DataPoints {
-			out = append(out, otlpAttrs(p.Attributes))
-		}
-	case *metricpb.Metric_Gauge:
-		for _, p := range d.Gauge.DataPoints {
-			out = append(out, otlpAttrs(p.Attributes))
-		}
-	}
-	return out
-}
-
-func otlpAttrs(kvs []*commonpb.KeyValue) map[string]string {
-	out := map[string]string{}
-	for _, kv := range kvs {
-		switch v := kv.Value.Value.(type) {
-		case *commonpb.AnyValue_StringValue:
-			out[kv.Key] = v.StringValue
-		case *commonpb.AnyValue_IntValue:
-			out[kv.Key] = strconv.FormatInt(v.IntValue, 10)
-		default:
-			out[kv.Key] = kv.Value.String()
-		}
-	}
-	return out
-}
-
-func hasPoint(points []map[string]string, want map[string]string) bool {
-	for _, p := range points {
-		match := true
-		for k, v := range want {
-			if p[k] != v {
-				match = false
-				break
-			}
-		}
-		if match {
-			return true
-		}
-	}
-	return false
-}
-
-// startReceiver serves rc on ln until the test ends.
-func startReceiver(t *testing.T, ln net.Listener, rc http.Handler) {
-	t.Helper()
-	srv := &http.Server{Handler: rc, ReadHeaderTimeout: 5 * time.Second}
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(ctx)
-	})
-}
-
 func otlpEnv(port int) map[string]string {
 	return map[string]string{
 		"OTEL_METRICS_EXPORTER":       "otlp",
@@ -440,8 +280,7 @@ func TestMetricsOTLP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rc := &otlpReceiver{}
-	startReceiver(t, ln, rc)
+	rc := otlptest.Serve(t, ln)
 	svc := servicetest.Start(t, db, otlpEnv(ln.Addr().(*net.TCPAddr).Port))
 	metricsTraffic(t, svc)
 
@@ -455,23 +294,23 @@ func TestMetricsOTLP(t *testing.T) {
 		"db.client.connection.wait_time":        "s",
 		"db.client.operation.duration":          "s",
 	}
-	var got received
-	waitUntil(t, 20*time.Second, "every instrument at the OTLP receiver", func() bool {
-		got = rc.snapshot()
-		if !hasPoint(got.points["http.server.request.duration"], map[string]string{"http.route": "/v1/healthz"}) ||
-			!hasPoint(got.points["graphql.server.operation.duration"], map[string]string{"graphql.root_field": "records_count"}) {
+	var got otlptest.Received
+	servicetest.WaitFor(t, 20*time.Second, "every instrument at the OTLP receiver", func() bool {
+		got = rc.Snapshot()
+		if !otlptest.HasPoint(got.Points["http.server.request.duration"], map[string]string{"http.route": "/v1/healthz"}) ||
+			!otlptest.HasPoint(got.Points["graphql.server.operation.duration"], map[string]string{"graphql.root_field": "records_count"}) {
 			return false
 		}
 		for name := range want {
-			if _, ok := got.units[name]; !ok {
+			if _, ok := got.Units[name]; !ok {
 				return false
 			}
 		}
 		return true
 	})
 	for name, unit := range want {
-		if got.units[name] != unit {
-			t.Errorf("%s unit %q, want %q", name, got.units[name], unit)
+		if got.Units[name] != unit {
+			t.Errorf("%s unit %q, want %q", name, got.Units[name], unit)
 		}
 	}
 	for k, v := range map[string]string{
@@ -481,27 +320,24 @@ func TestMetricsOTLP(t *testing.T) {
 		"site.region":                 "north",
 		"telemetry.sdk.language":      "go",
 	} {
-		if got.resource[k] != v {
-			t.Errorf("resource attribute %s = %q, want %q (all: %v)", k, got.resource[k], v, got.resource)
+		if got.Resource[k] != v {
+			t.Errorf("resource attribute %s = %q, want %q (all: %v)", k, got.Resource[k], v, got.Resource)
 		}
 	}
-	if !hasPoint(got.points["http.server.request.duration"], map[string]string{
+	if !otlptest.HasPoint(got.Points["http.server.request.duration"], map[string]string{
 		"http.route": "/v1/ping", "http.request.method": "GET", "http.response.status_code": "200",
 	}) {
-		t.Errorf("no request-duration point for GET /v1/ping 200: %v", got.points["http.server.request.duration"])
+		t.Errorf("no request-duration point for GET /v1/ping 200: %v", got.Points["http.server.request.duration"])
 	}
-	if !hasPoint(got.points["graphql.server.operation.duration"], map[string]string{
+	if !otlptest.HasPoint(got.Points["graphql.server.operation.duration"], map[string]string{
 		"http.route": "/graphql", "graphql.operation.name": "CountAll", "graphql.root_field": "records_count", "graphql.operation.type": "query",
 	}) {
-		t.Errorf("no GraphQL point for CountAll: %v", got.points["graphql.server.operation.duration"])
+		t.Errorf("no GraphQL point for CountAll: %v", got.Points["graphql.server.operation.duration"])
 	}
-	if !hasPoint(got.points["db.client.connection.count"], map[string]string{"db.client.connection.state": "idle"}) {
-		t.Errorf("no idle connection count: %v", got.points["db.client.connection.count"])
+	if !otlptest.HasPoint(got.Points["db.client.connection.count"], map[string]string{"db.client.connection.state": "idle"}) {
+		t.Errorf("no idle connection count: %v", got.Points["db.client.connection.count"])
 	}
-	rc.mu.Lock()
-	bad := rc.bad
-	rc.mu.Unlock()
-	if len(bad) > 0 {
+	if bad := rc.Refused(); len(bad) > 0 {
 		t.Errorf("receiver refused exports: %v", bad)
 	}
 	for _, line := range strings.Split(svc.Output(), "\n") {
@@ -513,10 +349,7 @@ func TestMetricsOTLP(t *testing.T) {
 
 func TestMetricsOTLPCollectorDown(t *testing.T) {
 	db := servicetest.FixtureDB(t)
-	port, err := servicetest.FreePort() // nothing listens there: the collector is down
-	if err != nil {
-		t.Fatal(err)
-	}
+	port := servicetest.FreePort(t) // nothing listens there: the collector is down
 	svc := servicetest.Start(t, db, otlpEnv(port))
 	const warning = "metrics export failed"
 	deadline := time.Now().Add(3 * time.Second) // about 15 export intervals
@@ -533,7 +366,7 @@ func TestMetricsOTLPCollectorDown(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	waitUntil(t, 10*time.Second, "the unreachable-collector warning", func() bool {
+	servicetest.WaitFor(t, 10*time.Second, "the unreachable-collector warning", func() bool {
 		return strings.Contains(svc.Output(), warning)
 	})
 	out := svc.Output()
@@ -551,10 +384,9 @@ func TestMetricsOTLPCollectorDown(t *testing.T) {
 	if err != nil {
 		t.Skipf("cannot take port %d back for the receiver: %v", port, err)
 	}
-	rc := &otlpReceiver{}
-	startReceiver(t, ln, rc)
-	waitUntil(t, 20*time.Second, "the recovery line", func() bool {
-		return strings.Contains(svc.Output(), "metrics export recovered") && rc.count() > 0
+	rc := otlptest.Serve(t, ln)
+	servicetest.WaitFor(t, 20*time.Second, "the recovery line", func() bool {
+		return strings.Contains(svc.Output(), "metrics export recovered") && rc.Count() > 0
 	})
 	if n := strings.Count(svc.Output(), warning); n != 1 {
 		t.Errorf("the warning appears %d times after recovery, want once", n)
@@ -572,8 +404,7 @@ func TestMetricsNone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rc := &otlpReceiver{}
-	startReceiver(t, ln, rc)
+	rc := otlptest.Serve(t, ln)
 	env := otlpEnv(ln.Addr().(*net.TCPAddr).Port)
 	env["OTEL_METRICS_EXPORTER"] = "none"
 	env["OTEL_EXPORTER_PROMETHEUS_HOST"] = "127.0.0.1"
@@ -593,21 +424,10 @@ func TestMetricsNone(t *testing.T) {
 	if code, err := svc.Wait(15 * time.Second); err != nil || code != 0 {
 		t.Fatalf("exit %d, %v", code, err)
 	}
-	if n := rc.count(); n != 0 {
+	if n := rc.Count(); n != 0 {
 		t.Errorf("%d exports with OTEL_METRICS_EXPORTER=none, want 0", n)
 	}
 	if !strings.Contains(svc.Output(), "metrics export off") {
 		t.Errorf("start-up log does not say metrics are off:\n%s", svc.Output())
-	}
-}
-
-func waitUntil(t *testing.T, timeout time.Duration, what string, ok func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("no %s within %s", what, timeout)
-		}
-		time.Sleep(100 * time.Millisecond)
 	}
 }

@@ -179,7 +179,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	env.cpu0 = sampleCPU(postmasterPID(cluster))
+	env.cpu0 = sampleCPU(cluster.PostmasterPID())
 	var rows []row
 	for _, s := range sets {
 		stmts, err := capture(ctx, cluster, bin, tmp, s)
@@ -209,7 +209,7 @@ func run() error {
 		}
 	}
 	env.Wall = time.Since(began)
-	env.OtherCPU = otherShare(env.cpu0, sampleCPU(postmasterPID(cluster)))
+	env.OtherCPU = otherShare(env.cpu0, sampleCPU(cluster.PostmasterPID()))
 	md := render(env, o, sets, rows)
 	fmt.Print(md)
 	if o.out != "" {
@@ -357,17 +357,6 @@ func capture(ctx context.Context, c *pgtest.Cluster, bin, tmp string, s *dataSet
 		out[w.Name] = sts
 	}
 	return out, nil
-}
-
-// postmasterPID is the cluster's server process (data/postmaster.pid's first line).
-func postmasterPID(c *pgtest.Cluster) int {
-	b, err := os.ReadFile(filepath.Join(c.Dir(), "data", "postmaster.pid"))
-	if err != nil {
-		return 0
-	}
-	line, _, _ := strings.Cut(string(b), "\n")
-	pid, _ := strconv.Atoi(strings.TrimSpace(line))
-	return pid
 }
 
 func count(n int) string {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -14,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/emsanalytics/emsquery/internal/pgtest"
 )
 
 // buildService builds the service binary into dir, as `make build` does; with profiling, with
@@ -58,14 +59,14 @@ const apiKey = "bench-key-0123456789abcdef0123456789abcdef"
 // default, OTLP, would push to a collector that is not there), logs in a temporary folder.
 // extraEnv (NAME=value) comes last and wins.
 func startService(bin, workDir string, db dbTarget, profiling bool) (*service, error) {
-	port, err := freePort()
+	port, err := pgtest.FreePort()
 	if err != nil {
 		return nil, err
 	}
 	var extraEnv []string
 	pprofURL := ""
 	if profiling {
-		pp, err := freePort()
+		pp, err := pgtest.FreePort()
 		if err != nil {
 			return nil, err
 		}
@@ -115,15 +116,6 @@ func startService(bin, workDir string, db dbTarget, profiling bool) (*service, e
 }
 
 func (s *service) pid() int { return s.cmd.Process.Pid }
-
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
-}
 
 // cpuProfile fetches a CPU profile of d from the service's profiling listener into path.
 func (s *service) cpuProfile(d time.Duration, path string) error {

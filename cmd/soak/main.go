@@ -39,7 +39,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -300,21 +299,12 @@ type service struct {
 	exit    int
 }
 
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
-}
-
 func startService(ctx context.Context, bin, tmp string, c *pgtest.Cluster) (*service, error) {
-	port, err := freePort()
+	port, err := pgtest.FreePort()
 	if err != nil {
 		return nil, err
 	}
-	promPort, err := freePort()
+	promPort, err := pgtest.FreePort()
 	if err != nil {
 		return nil, err
 	}

@@ -141,7 +141,7 @@ func (c *Cluster) setup() error {
 	// then is all it takes.
 	var err error
 	for attempt := 0; attempt < 3; attempt++ {
-		if c.port, err = freePort(); err != nil {
+		if c.port, err = FreePort(); err != nil {
 			return err
 		}
 		if err = c.Start(); err == nil || !strings.Contains(c.logTail(30), "Address already in use") {
@@ -198,7 +198,7 @@ func (c *Cluster) Start() error {
 	if c.destroyed {
 		return errors.New("pgtest: cluster destroyed")
 	}
-	if c.running && c.postmasterPID() > 0 {
+	if c.running && c.PostmasterPID() > 0 {
 		return nil
 	}
 	sockets := c.dir
@@ -263,7 +263,7 @@ func (c *Cluster) Destroy() error {
 	if _, err := os.Stat(filepath.Join(c.dataDir(), "postmaster.pid")); err == nil {
 		if err := c.run("pg_ctl", "stop", "-w", "-t", "30", "-m", "immediate", "-D", c.dataDir()); err != nil {
 			// Last resort, so no server outlives the test.
-			if pid := c.postmasterPID(); pid > 0 {
+			if pid := c.PostmasterPID(); pid > 0 {
 				if err := syscall.Kill(pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
 					errs = append(errs, fmt.Errorf("kill postmaster %d: %w", pid, err))
 				}
@@ -280,9 +280,10 @@ func (c *Cluster) Destroy() error {
 	return errors.Join(errs...)
 }
 
-// postmasterPID is the running server's pid, or 0. It checks the process really is this
-// cluster's server, as a pid file outlives a crashed server and its pid may be reused.
-func (c *Cluster) postmasterPID() int {
+// PostmasterPID is the running server's pid (data/postmaster.pid's first line), or 0. It checks
+// the process really is this cluster's server, as a pid file outlives a crashed server and its
+// pid may be reused. Tests use it to stop the server's process (SIGSTOP) or to watch it.
+func (c *Cluster) PostmasterPID() int {
 	b, err := os.ReadFile(filepath.Join(c.dataDir(), "postmaster.pid"))
 	if err != nil {
 		return 0
@@ -441,7 +442,9 @@ func (c *Cluster) chown(path string) error {
 	return os.Chown(path, int(c.cred.Uid), int(c.cred.Gid))
 }
 
-func freePort() (int, error) {
+// FreePort returns a TCP port on the loopback interface that was free a moment ago: for a
+// cluster, the service under test, or anything else a test starts on loopback.
+func FreePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err

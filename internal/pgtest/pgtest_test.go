@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -294,19 +293,6 @@ func gone(pid int) bool {
 	return false
 }
 
-func postmasterPID(t *testing.T, dir string) int {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(dir, "data", "postmaster.pid"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pid, err := strconv.Atoi(strings.SplitN(string(b), "\n", 2)[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pid
-}
-
 func waitGone(t *testing.T, pid int, dir string) {
 	t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
@@ -329,7 +315,10 @@ func TestDestroy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pid := postmasterPID(t, c.Dir())
+	pid := c.PostmasterPID()
+	if pid == 0 {
+		t.Fatal("no running postmaster after Start")
+	}
 	if err := c.Destroy(); err != nil {
 		t.Fatal(err)
 	}
@@ -365,7 +354,7 @@ func TestHelperProcess(t *testing.T) {
 		t.Skip("helper for the crash tests")
 	}
 	c := pgtest.Shared(t)
-	fmt.Printf("CLUSTER %s %d\n", c.Dir(), postmasterPID(t, c.Dir()))
+	fmt.Printf("CLUSTER %s %d\n", c.Dir(), c.PostmasterPID()) // 0 fails the parent
 	os.Stdout.Sync()
 	switch mode {
 	case "panic":

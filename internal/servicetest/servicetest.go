@@ -10,7 +10,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -75,7 +74,13 @@ type DB struct {
 // NewDB returns the shared cluster's fresh, empty database with the schema applied.
 func NewDB(t testing.TB) DB {
 	t.Helper()
-	c := pgtest.Shared(t)
+	return NewDBOn(t, pgtest.Shared(t))
+}
+
+// NewDBOn is NewDB on cluster c: a cluster of the test's own (pgtest.New), which it may stop,
+// start or give TLS.
+func NewDBOn(t testing.TB, c *pgtest.Cluster) DB {
+	t.Helper()
 	name := pgtest.NewDatabase(t, c)
 	return DB{Cluster: c, Name: name, Host: c.Host(), Port: c.Port(), User: "postgres", Password: c.Password()}
 }
@@ -83,8 +88,14 @@ func NewDB(t testing.TB) DB {
 // FixtureDB returns a fresh database holding the hand-made edge-case fixture.
 func FixtureDB(t testing.TB) DB {
 	t.Helper()
-	db := NewDB(t)
-	if err := db.Cluster.Exec(context.Background(), db.Name, fixture.EdgeSQL); err != nil {
+	return FixtureDBOn(t, pgtest.Shared(t))
+}
+
+// FixtureDBOn is FixtureDB on cluster c, a cluster of the test's own.
+func FixtureDBOn(t testing.TB, c *pgtest.Cluster) DB {
+	t.Helper()
+	db := NewDBOn(t, c)
+	if err := c.Exec(context.Background(), db.Name, fixture.EdgeSQL); err != nil {
 		t.Fatalf("load fixture: %v", err)
 	}
 	return db
@@ -151,9 +162,7 @@ func Start(t testing.TB, db DB, env map[string]string) *Service {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.waitReady(15 * time.Second); err != nil {
-		t.Fatalf("%v\noutput:\n%s", err, s.Output())
-	}
+	s.WaitReady(t, s.Port)
 	return s
 }
 
@@ -168,18 +177,29 @@ func Launch(t testing.TB, db DB, env map[string]string) *Service {
 	return s
 }
 
+// Exec runs the service in dir with args and exactly the given settings: none of Start's
+// defaults, an empty value is set empty, and none of the test process's own settings or PG*
+// variables leak in. It is for tests of the command line and env files, and does not wait: see
+// WaitReady. URL and Port follow APP__PORT when the settings have it.
+func Exec(t testing.TB, dir string, args []string, settings map[string]string) *Service {
+	t.Helper()
+	s, err := run(t, dir, args, settings)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 func launch(t testing.TB, db DB, env map[string]string) (*Service, error) {
-	bin := Binary(t)
-	port, err := FreePort()
+	port, err := pgtest.FreePort()
 	if err != nil {
 		return nil, err
 	}
-	logDir := t.TempDir()
 	settings := map[string]string{
 		"APP__HOST":                  "127.0.0.1",
 		"APP__PORT":                  strconv.Itoa(port),
 		"AUTHENTICATION__API_KEY":    RandomKey(),
-		"LOG__PATH":                  logDir,
+		"LOG__PATH":                  t.TempDir(),
 		"OTEL_METRICS_EXPORTER":      "none",
 		"DATABASE__POOL_SIZE":        "2",
 		"APP__SHUTDOWN_TIMEOUT":      "10",
@@ -193,8 +213,17 @@ func launch(t testing.TB, db DB, env map[string]string) (*Service, error) {
 		}
 	}
 	for k, v := range env {
-		settings[k] = v
+		if v == "" {
+			delete(settings, k)
+		} else {
+			settings[k] = v
+		}
 	}
+	return run(t, t.TempDir(), nil, settings) // a folder of its own: no stray .env is read
+}
+
+// run starts the binary; SIGTERM, then SIGKILL after 15 s, at cleanup.
+func run(t testing.TB, dir string, args []string, settings map[string]string) (*Service, error) {
 	s := &Service{
 		Header: "x-api-key",
 		LogDir: settings["LOG__PATH"],
@@ -211,8 +240,8 @@ func launch(t testing.TB, db DB, env map[string]string) (*Service, error) {
 	}
 	s.URL = "http://127.0.0.1:" + strconv.Itoa(s.Port)
 
-	cmd := exec.Command(bin)
-	cmd.Dir = t.TempDir() // no stray .env is picked up
+	cmd := exec.Command(Binary(t), args...)
+	cmd.Dir = dir
 	cmd.Env = childEnv(settings)
 	cmd.Stdout = s.out
 	cmd.Stderr = s.out
@@ -253,14 +282,22 @@ func childEnv(settings map[string]string) []string {
 		}
 	}
 	for k, v := range settings {
-		if v != "" {
-			env = append(env, k+"="+v)
-		}
+		env = append(env, k+"="+v)
 	}
 	return env
 }
 
-func (s *Service) waitReady(timeout time.Duration) error {
+// WaitReady waits until /v1/ping answers 200 on port, failing the test when the process exits
+// first or after 15 s.
+func (s *Service) WaitReady(t testing.TB, port int) {
+	t.Helper()
+	if err := s.waitReady(port, 15*time.Second); err != nil {
+		t.Fatalf("%v\noutput:\n%s", err, s.Output())
+	}
+}
+
+func (s *Service) waitReady(port int, timeout time.Duration) error {
+	url := "http://127.0.0.1:" + strconv.Itoa(port) + "/v1/ping"
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
 		select {
@@ -268,7 +305,7 @@ func (s *Service) waitReady(timeout time.Duration) error {
 			return fmt.Errorf("service exited with code %d before it was ready", s.exit)
 		default:
 		}
-		resp, err := http.Get(s.URL + "/v1/ping")
+		resp, err := http.Get(url)
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
@@ -277,7 +314,7 @@ func (s *Service) waitReady(timeout time.Duration) error {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	return fmt.Errorf("service not ready after %s", timeout)
+	return fmt.Errorf("service not ready on port %d after %s", port, timeout)
 }
 
 // Output is everything the process wrote to stdout and stderr so far.
@@ -396,14 +433,28 @@ func (r *GraphQLResponse) DataInto(t testing.TB, v any) {
 	}
 }
 
-// FreePort returns a TCP port on the loopback interface that was free a moment ago.
-func FreePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+// FreePort returns a TCP port on the loopback interface that was free a moment ago
+// (pgtest.FreePort, failing the test when there is none).
+func FreePort(t testing.TB) int {
+	t.Helper()
+	port, err := pgtest.FreePort()
 	if err != nil {
-		return 0, err
+		t.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
+	return port
+}
+
+// WaitFor polls ok every 20 ms until it holds, failing the test with "no <what> within
+// <timeout>" when it still does not after timeout.
+func WaitFor(t testing.TB, timeout time.Duration, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s within %s", what, timeout)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // RandomKey returns a 64-character hex key.

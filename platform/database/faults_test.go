@@ -21,6 +21,7 @@ import (
 	"go.opentelemetry.io/otel/metric/noop"
 
 	"github.com/emsanalytics/emsquery/internal/pgtest"
+	"github.com/emsanalytics/emsquery/internal/servicetest"
 	"github.com/emsanalytics/emsquery/platform/apierr"
 	"github.com/emsanalytics/emsquery/platform/config"
 )
@@ -44,28 +45,10 @@ func testConfig(host string, port int, name, password string) *config.Config {
 	}
 }
 
-// syncLog is a log buffer safe for the pool's goroutines.
-type syncLog struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *syncLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *syncLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
 // open opens the service's pool with cfg and closes it at cleanup.
-func open(t *testing.T, cfg *config.Config) (*DB, *syncLog) {
+func open(t *testing.T, cfg *config.Config) (*DB, *servicetest.Buffer) {
 	t.Helper()
-	logs := &syncLog{}
+	logs := &servicetest.Buffer{}
 	db, cleanup, err := Open(cfg.Database, cfg.Limits, slog.New(slog.NewTextHandler(logs, nil)), noop.NewMeterProvider())
 	if err != nil {
 		t.Fatal(err)

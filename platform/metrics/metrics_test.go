@@ -1,8 +1,6 @@
 package metrics
 
 import (
-	"bytes"
-	"compress/gzip"
 	"context"
 	"errors"
 	"io"
@@ -11,40 +9,21 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/ilyakaznacheev/cleanenv"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/metric/noop"
-	colmetricpb "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
-	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
-	"google.golang.org/protobuf/proto"
 
+	"github.com/emsanalytics/emsquery/internal/otlptest"
+	"github.com/emsanalytics/emsquery/internal/servicetest"
 	"github.com/emsanalytics/emsquery/platform/config"
 )
 
-// syncBuffer is a log sink that tests read while the SDK's goroutine writes.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-func newLogger() (*slog.Logger, *syncBuffer) {
-	buf := &syncBuffer{}
+// newLogger logs to a buffer that tests read while the SDK's goroutine writes.
+func newLogger() (*slog.Logger, *servicetest.Buffer) {
+	buf := &servicetest.Buffer{}
 	return slog.New(slog.NewTextHandler(buf, &slog.HandlerOptions{Level: slog.LevelDebug})), buf
 }
 
@@ -107,16 +86,6 @@ func newProvider(t *testing.T, exporters string, port int, log *slog.Logger, svc
 	return New(m, app, log, svc)
 }
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
 func listening(port int) bool {
 	c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(port), time.Second)
 	if err != nil {
@@ -128,7 +97,7 @@ func listening(port int) bool {
 
 func TestNoneIsNoop(t *testing.T) {
 	log, _ := newLogger()
-	port := freePort(t)
+	port := servicetest.FreePort(t)
 	mp, cleanup, err := newProvider(t, "none", port, log, Service{Version: "1.0.0"})
 	if err != nil {
 		t.Fatal(err)
@@ -164,7 +133,7 @@ func TestPrometheusPortInUse(t *testing.T) {
 
 func TestPrometheusEndpoint(t *testing.T) {
 	log, _ := newLogger()
-	port := freePort(t)
+	port := servicetest.FreePort(t)
 	mp, cleanup, err := newProvider(t, "prometheus", port, log, Service{Version: "1.2.3"})
 	if err != nil {
 		t.Fatal(err)
@@ -191,86 +160,15 @@ func TestPrometheusEndpoint(t *testing.T) {
 	}
 }
 
-// receiver is an OTLP/HTTP metrics receiver that keeps what it decodes.
-type receiver struct {
-	mu   sync.Mutex
-	reqs []*colmetricpb.ExportMetricsServiceRequest
-}
-
-func (rc *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path != "/v1/metrics" || r.Header.Get("Content-Type") != "application/x-protobuf" {
-		http.Error(w, "unexpected request", http.StatusBadRequest)
-		return
-	}
-	var body io.Reader = r.Body
-	if r.Header.Get("Content-Encoding") == "gzip" {
-		zr, err := gzip.NewReader(r.Body)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		body = zr
-	}
-	raw, err := io.ReadAll(body)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
-	}
-	req := &colmetricpb.ExportMetricsServiceRequest{}
-	if err := proto.Unmarshal(raw, req); err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
-	}
-	rc.mu.Lock()
-	rc.reqs = append(rc.reqs, req)
-	rc.mu.Unlock()
-	w.Header().Set("Content-Type", "application/x-protobuf")
-	out, _ := proto.Marshal(&colmetricpb.ExportMetricsServiceResponse{})
-	_, _ = w.Write(out)
-}
-
-// find returns the resource attributes of the first export holding a metric named name.
-func (rc *receiver) find(name string) map[string]string {
-	rc.mu.Lock()
-	defer rc.mu.Unlock()
-	for _, req := range rc.reqs {
-		for _, rm := range req.ResourceMetrics {
-			for _, sm := range rm.ScopeMetrics {
-				for _, m := range sm.Metrics {
-					if m.Name == name {
-						return attrs(rm.Resource.GetAttributes())
-					}
-				}
-			}
-		}
-	}
-	return nil
-}
-
-func attrs(kvs []*commonpb.KeyValue) map[string]string {
-	out := map[string]string{}
-	for _, kv := range kvs {
-		out[kv.Key] = kv.Value.GetStringValue()
-	}
-	return out
-}
-
-func serve(t *testing.T, ln net.Listener, h http.Handler) {
-	t.Helper()
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(func() { _ = srv.Close() })
-}
-
 func TestOTLPExportAndOutage(t *testing.T) {
-	port := freePort(t) // nothing listens yet: the collector is down
+	port := servicetest.FreePort(t) // nothing listens yet: the collector is down
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:"+strconv.Itoa(port))
 	t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
 	t.Setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "1000")
 	t.Setenv("OTEL_METRIC_EXPORT_INTERVAL", "50")
 	t.Setenv("OTEL_RESOURCE_ATTRIBUTES", "deployment.environment.name=test,site=north")
 	log, buf := newLogger()
-	mp, cleanup, err := newProvider(t, "otlp", freePort(t), log, Service{Name: "emsquery", Version: "9.9.9"})
+	mp, cleanup, err := newProvider(t, "otlp", servicetest.FreePort(t), log, Service{Name: "emsquery", Version: "9.9.9"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -278,7 +176,7 @@ func TestOTLPExportAndOutage(t *testing.T) {
 	c, _ := mp.Meter("test").Int64Counter("test.requests")
 	c.Add(context.Background(), 1)
 
-	waitFor(t, 10*time.Second, "an export failure", func() bool { return strings.Contains(buf.String(), "metrics export failed") })
+	servicetest.WaitFor(t, 10*time.Second, "an export failure", func() bool { return strings.Contains(buf.String(), "metrics export failed") })
 	time.Sleep(500 * time.Millisecond) // about ten more failed exports
 	if n := strings.Count(buf.String(), "level=WARN"); n != 1 {
 		t.Fatalf("%d warnings while the collector is down, want 1:\n%s", n, buf)
@@ -288,13 +186,16 @@ func TestOTLPExportAndOutage(t *testing.T) {
 	if err != nil {
 		t.Skipf("cannot take back port %d for the receiver: %v", port, err)
 	}
-	rc := &receiver{}
-	serve(t, ln, rc)
-	waitFor(t, 10*time.Second, "the recovery line", func() bool { return strings.Contains(buf.String(), "metrics export recovered") })
+	rc := otlptest.Serve(t, ln)
+	servicetest.WaitFor(t, 10*time.Second, "the recovery line", func() bool { return strings.Contains(buf.String(), "metrics export recovered") })
 	if n := strings.Count(buf.String(), "recovered"); n != 1 {
 		t.Errorf("%d recovery lines, want 1:\n%s", n, buf)
 	}
-	res := rc.find("test.requests")
+	got := rc.Snapshot()
+	if _, ok := got.Units["test.requests"]; !ok {
+		t.Errorf("test.requests not among the exported metrics %v", got.Units)
+	}
+	res := got.Resource
 	want := map[string]string{"service.name": "emsquery", "service.version": "9.9.9", "deployment.environment.name": "test", "site": "north", "telemetry.sdk.language": "go"}
 	for k, v := range want {
 		if res[k] != v {
@@ -306,7 +207,7 @@ func TestOTLPExportAndOutage(t *testing.T) {
 func TestOTLPUnsupportedProtocol(t *testing.T) {
 	t.Setenv("OTEL_EXPORTER_OTLP_METRICS_PROTOCOL", "http/json")
 	log, _ := newLogger()
-	_, _, err := newProvider(t, "otlp", freePort(t), log, Service{})
+	_, _, err := newProvider(t, "otlp", servicetest.FreePort(t), log, Service{})
 	if err == nil || !strings.Contains(err.Error(), "OTEL_EXPORTER_OTLP_METRICS_PROTOCOL") {
 		t.Fatalf("error %v, want one naming OTEL_EXPORTER_OTLP_METRICS_PROTOCOL", err)
 	}
@@ -315,10 +216,10 @@ func TestOTLPUnsupportedProtocol(t *testing.T) {
 func TestOTLPgRPC(t *testing.T) {
 	// The gRPC exporter is built and shut down cleanly even with no collector: nothing blocks.
 	t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
-	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:"+strconv.Itoa(freePort(t)))
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:"+strconv.Itoa(servicetest.FreePort(t)))
 	t.Setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "500")
 	log, _ := newLogger()
-	_, cleanup, err := newProvider(t, "otlp", freePort(t), log, Service{})
+	_, cleanup, err := newProvider(t, "otlp", servicetest.FreePort(t), log, Service{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -326,16 +227,5 @@ func TestOTLPgRPC(t *testing.T) {
 	cleanup()
 	if d := time.Since(start); d > shutdownTimeout+time.Second {
 		t.Errorf("shutdown took %s", d)
-	}
-}
-
-func waitFor(t *testing.T, timeout time.Duration, what string, ok func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("no %s within %s", what, timeout)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
