@@ -22,6 +22,15 @@ func (s *slab[T]) ptr(v T) *T {
 	return &s.buf[len(s.buf)-1]
 }
 
+// keep returns a pointer to a copy of *p in the slab, or nil for nil: for a value that is
+// reused after the call.
+func (s *slab[T]) keep(p *T) *T {
+	if p == nil {
+		return nil
+	}
+	return s.ptr(*p)
+}
+
 // maxInterned bounds an interner: columns with few distinct values (gender, route) share one
 // string per value; past the bound, values are simply copied.
 const maxInterned = 256

@@ -19,16 +19,25 @@ type Repository struct {
 
 func NewRepository(db *database.DB) *Repository { return &Repository{db: db} }
 
-// patientsSQL reads dim_patient for Patients and EachPatient. weight is read as float8: the
-// database converts numeric to float8 exactly as pgx would (correctly rounded from the
-// decimal), and decoding numeric in Go costs more than the rest of the row together.
+// The operations of the statements here, as db.client.operation.duration names them.
+const (
+	opPatients = "patients"
+	opOxygens  = "oxygens"
+)
+
+// patientsSQL reads dim_patient. weight is read as float8: the database converts numeric to
+// float8 exactly as pgx would (correctly rounded from the decimal), and decoding numeric in Go
+// costs more than the rest of the row together.
 const patientsSQL = `SELECT sk_patient, age, date_of_birth, gender, weight::float8 FROM dim_patient ORDER BY sk_patient`
 
-// EachPatient reads every dim_patient row ordered by sk_patient, as Patients does, and hands
-// each to fn without keeping it: the Patient and what it points to are reused for the next row.
-// It returns false when fn refused a row; the rows after it are read but not handed on.
+// EachPatient reads every dim_patient row ordered by sk_patient and hands each to fn without
+// keeping it: the Patient and the values its Age, DateOfBirth and Weight point to are reused for
+// the next row (Gender's string is not: it is interned or new). It returns false when fn refused
+// a row; the rows after it are read but not handed on. This is the one place dim_patient's rows
+// are decoded; Patients keeps what it hands on.
 func (r *Repository) EachPatient(ctx context.Context, fn func(*Patient) bool) (bool, error) {
 	var (
+		// Scan targets, reused for every row (each would be allocated per row otherwise).
 		sk      int64
 		age     pgtype.Int4
 		born    pgtype.Date
@@ -41,10 +50,10 @@ func (r *Repository) EachPatient(ctx context.Context, fn func(*Patient) bool) (b
 		genders interner
 		ok      = true
 	)
-	dest := []any{&sk, &age, &born, &gender, &weight} // one slice for all rows, not one per Scan
-	_, err := database.Collect(ctx, r.db, "patients", patientsSQL, nil, func(row pgx.CollectableRow) (struct{}, error) {
-		if err := row.Scan(dest...); err != nil || !ok {
-			return struct{}{}, err
+	dest := []any{&sk, &age, &born, &gender, &weight}
+	err := r.db.ForEachRow(ctx, opPatients, patientsSQL, nil, dest, func() error {
+		if !ok {
+			return nil
 		}
 		p = Patient{SkPatient: sk, Gender: genders.text(gender)}
 		if age.Valid {
@@ -57,44 +66,29 @@ func (r *Repository) EachPatient(ctx context.Context, fn func(*Patient) bool) (b
 			weightV, p.Weight = weight.Float64, &weightV
 		}
 		ok = fn(&p)
-		return struct{}{}, nil
+		return nil
 	})
 	return ok, err
 }
 
-// Patients returns every dim_patient row ordered by sk_patient.
+// Patients returns every dim_patient row ordered by sk_patient: EachPatient's rows, the values
+// they point to copied into slabs.
 func (r *Repository) Patients(ctx context.Context) ([]Patient, error) {
-	const q = patientsSQL
 	var (
 		ages    slab[int32]
 		weights slab[float64]
 		dates   slab[string]
-		genders interner
-		// Scan targets, reused for every row (each would be allocated per row otherwise).
-		sk     int64
-		age    pgtype.Int4
-		born   pgtype.Date
-		gender rawText
-		weight pgtype.Float8
+		rows    = []Patient{}
 	)
-	dest := []any{&sk, &age, &born, &gender, &weight}
-	return database.Collect(ctx, r.db, "patients", q, nil, func(row pgx.CollectableRow) (Patient, error) {
-		if err := row.Scan(dest...); err != nil {
-			return Patient{}, err
-		}
-		p := Patient{SkPatient: sk}
-		if age.Valid {
-			p.Age = ages.ptr(age.Int32)
-		}
-		if born.Valid {
-			p.DateOfBirth = dates.ptr(database.FormatDate(born))
-		}
-		p.Gender = genders.text(gender)
-		if weight.Valid {
-			p.Weight = weights.ptr(weight.Float64)
-		}
-		return p, nil
+	_, err := r.EachPatient(ctx, func(p *Patient) bool {
+		rows = append(rows, Patient{SkPatient: p.SkPatient, Age: ages.keep(p.Age), DateOfBirth: dates.keep(p.DateOfBirth),
+			Gender: p.Gender, Weight: weights.keep(p.Weight)})
+		return true
 	})
+	if err != nil {
+		return nil, err
+	}
+	return rows, nil
 }
 
 // oxygenColumns are the columns of fact_oxygen, the only names distinct_fields accepts, in the
@@ -154,13 +148,18 @@ next:
 	return cols, nil
 }
 
-// oxygensSQL reads fact_oxygen for Oxygens and EachOxygen; flow_rate as float8, as patientsSQL
-// reads weight.
+// oxygensSQL reads fact_oxygen; flow_rate as float8, as patientsSQL reads weight.
 const oxygensSQL = `SELECT sk_oxygen, record_id, route, flow_rate::float8, administered_at FROM fact_oxygen ORDER BY sk_oxygen`
 
 // EachOxygen reads every fact_oxygen row ordered by sk_oxygen, as Oxygens does without
-// distinct fields, and hands each to fn as EachPatient does.
+// distinct fields, and hands each to fn as EachPatient does (Route is interned).
 func (r *Repository) EachOxygen(ctx context.Context, fn func(*Oxygen) bool) (bool, error) {
+	return r.eachOxygen(ctx, oxygensSQL, fn)
+}
+
+// eachOxygen runs q, oxygensSQL or a distinctOxygenSQL (the same columns), and hands each row to
+// fn as EachPatient does. This is the one place fact_oxygen's rows are decoded.
+func (r *Repository) eachOxygen(ctx context.Context, q string, fn func(*Oxygen) bool) (bool, error) {
 	var (
 		sk, record   pgtype.Int8
 		route        rawText
@@ -174,9 +173,9 @@ func (r *Repository) EachOxygen(ctx context.Context, fn func(*Oxygen) bool) (boo
 		ok           = true
 	)
 	dest := []any{&sk, &record, &route, &flow, &at}
-	_, err := database.Collect(ctx, r.db, "oxygens", oxygensSQL, nil, func(row pgx.CollectableRow) (struct{}, error) {
-		if err := row.Scan(dest...); err != nil || !ok {
-			return struct{}{}, err
+	err := r.db.ForEachRow(ctx, opOxygens, q, nil, dest, func() error {
+		if !ok {
+			return nil
 		}
 		o = Oxygen{Route: routes.text(route)}
 		if sk.Valid {
@@ -192,51 +191,35 @@ func (r *Repository) EachOxygen(ctx context.Context, fn func(*Oxygen) bool) (boo
 			atV, o.AdministeredAt = formatTimestamp(at), &atV
 		}
 		ok = fn(&o)
-		return struct{}{}, nil
+		return nil
 	})
 	return ok, err
 }
 
 // Oxygens returns every fact_oxygen row ordered by sk_oxygen when cols is empty; otherwise one
 // row per distinct combination of the columns cols (indexes into oxygenColumns, from
-// parseOxygenColumns) ordered by them, NULL last, the other columns NULL.
+// parseOxygenColumns) ordered by them, NULL last, the other columns NULL. The rows are
+// eachOxygen's, the values they point to copied into slabs.
 func (r *Repository) Oxygens(ctx context.Context, cols []int) ([]Oxygen, error) {
-	sql := oxygensSQL
+	q := oxygensSQL
 	if len(cols) > 0 {
-		sql = distinctOxygenSQL(cols)
+		q = distinctOxygenSQL(cols)
 	}
 	var (
 		ints   slab[int64]
 		floats slab[float64]
 		times  slab[string]
-		routes interner
-		// Scan targets, reused for every row (see Patients).
-		sk, record pgtype.Int8
-		route      rawText
-		flow       pgtype.Float8
-		at         pgtype.Timestamp
+		rows   = []Oxygen{}
 	)
-	dest := []any{&sk, &record, &route, &flow, &at}
-	return database.Collect(ctx, r.db, "oxygens", sql, nil, func(row pgx.CollectableRow) (Oxygen, error) {
-		var o Oxygen
-		if err := row.Scan(dest...); err != nil {
-			return o, err
-		}
-		if sk.Valid {
-			o.SkOxygen = ints.ptr(sk.Int64)
-		}
-		if record.Valid {
-			o.RecordID = ints.ptr(record.Int64)
-		}
-		o.Route = routes.text(route)
-		if flow.Valid {
-			o.FlowRate = floats.ptr(flow.Float64)
-		}
-		if at.Valid {
-			o.AdministeredAt = times.ptr(formatTimestamp(at))
-		}
-		return o, nil
+	_, err := r.eachOxygen(ctx, q, func(o *Oxygen) bool {
+		rows = append(rows, Oxygen{SkOxygen: ints.keep(o.SkOxygen), RecordID: ints.keep(o.RecordID), Route: o.Route,
+			FlowRate: floats.keep(o.FlowRate), AdministeredAt: times.keep(o.AdministeredAt)})
+		return true
 	})
+	if err != nil {
+		return nil, err
+	}
+	return rows, nil
 }
 
 // distinctOxygenSQL builds the DISTINCT query for cols. Identifiers come only from

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -57,10 +56,10 @@ type ExportResult struct {
 	Bytes int64
 }
 
-// Start validates a (an apierr BAD_USER_INPUT names the problem), acquires a connection, starts
-// the COPY and waits until its first data row arrives or it ends. ctx gives the export its
-// values (request id); the export is cancelled by ctx only until its first row (a client that
-// leaves while it waits), then by Close, by a failed write, or at shutdown.
+// Start validates a (an apierr BAD_USER_INPUT names the problem), starts the COPY and waits until
+// its first data row arrives or it ends (as it does when no connection can be had). ctx gives
+// the export its values (request id); the export is cancelled by ctx only until its first row (a
+// client that leaves while it waits), then by Close, by a failed write, or at shutdown.
 func (e *Exporter) Start(ctx context.Context, a Args) (*Export, error) {
 	if err := e.limits.CheckFilters(len(a.Records.Filters)); err != nil {
 		return nil, err
@@ -73,17 +72,7 @@ func (e *Exporter) Start(ctx context.Context, a Args) (*Export, error) {
 	if err != nil {
 		return nil, fmt.Errorf("export statement: %w", err)
 	}
-	conn, err := e.db.Acquire(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("export: %w", err)
-	}
-	pg := conn.Conn().PgConn()
-	// The literals need UTF8; the CSV's timestamps must look like main_report's (the pool sets
-	// DateStyle ISO). Both are server-reported settings, so this costs no round trip.
-	if enc, ds := pg.ParameterStatus("client_encoding"), pg.ParameterStatus("DateStyle"); enc != "UTF8" || !strings.HasPrefix(ds, "ISO") {
-		conn.Release()
-		return nil, fmt.Errorf("export: the connection has client_encoding %q and DateStyle %q; it needs UTF8 and ISO", enc, ds)
-	}
+	// The COPY's context keeps ctx's values but not its end (see above).
 	cctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	stopOnShutdown := context.AfterFunc(e.shutdown, cancel)
 	x := &Export{
@@ -93,11 +82,11 @@ func (e *Exporter) Start(ctx context.Context, a Args) (*Export, error) {
 		cancel: func() { stopOnShutdown(); cancel() },
 	}
 	go func() {
-		// A failed write closes the connection (pgconn cancels the query and drops it), and the
-		// pool then discards it on Release.
-		// With LIMITS__EXPORT_TIMEOUT as its statement_timeout (see database.DB.CopyTo).
-		tag, err := e.db.CopyTo(cctx, conn, x.relay, sql)
-		conn.Release()
+		// On a connection of its own, with LIMITS__EXPORT_TIMEOUT as its statement_timeout, and
+		// checked for the session settings the literals and the CSV need (see
+		// database.DB.CopyTo). A failed write closes the connection (pgconn cancels the query),
+		// and the pool discards it.
+		tag, err := e.db.CopyTo(cctx, opExport, x.relay, sql)
 		x.done <- copyResult{tag: tag, err: err}
 	}()
 	select {

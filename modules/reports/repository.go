@@ -2,7 +2,6 @@ package reports
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/jackc/pgx/v5"
 
@@ -17,6 +16,20 @@ type Repository struct {
 
 func NewRepository(db *database.DB) *Repository { return &Repository{db: db} }
 
+// The operations of the reporting client's statements, as db.client.operation.duration names
+// them.
+const (
+	opMainReport     = "main report"
+	opSummary        = "main report summary"
+	opExport         = "export"
+	opStations       = "stations"
+	opCallsigns      = "callsigns"
+	opUrgencies      = "urgencies"
+	opMunicipalities = "municipalities"
+	opOxygenRoutes   = "oxygen routes"
+	opGenders        = "genders"
+)
+
 // MainReport returns the page a selects and, when wantTotal, the number of all matching records,
 // in one statement. Without wantRows (or with limit 0) no row is read.
 func (r *Repository) MainReport(ctx context.Context, a Args, wantRows, wantTotal bool) (*MainReport, error) {
@@ -29,7 +42,7 @@ func (r *Repository) MainReport(ctx context.Context, a Args, wantRows, wantTotal
 		if !wantTotal {
 			return out, nil
 		}
-		if err := r.queryRow(ctx, "main report", q, args, &out.Total); err != nil {
+		if err := r.db.QueryRow(ctx, opMainReport, q, args, &out.Total); err != nil {
 			return nil, err
 		}
 		return out, nil
@@ -38,40 +51,30 @@ func (r *Repository) MainReport(ctx context.Context, a Args, wantRows, wantTotal
 	if err != nil {
 		return nil, err
 	}
-	conn, err := r.db.Acquire(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("main report: %w", err)
+	// Scan targets for every row: each scan overwrites all of row's fields, and the values its
+	// pointer fields point to are new for each row.
+	var (
+		row   MainReportRow
+		id    *int64 // NULL on the one row of an empty page with its total
+		total int64
+		at    *string
+	)
+	dest := []any{&id, &at, &row.Station, &row.Callsign, &row.ResourceID, &row.DegreeOfUrgency, &row.Distance,
+		&row.ResponseTimeS, &row.Municipality, &row.Transported, &row.PatientAge, &row.PatientGender, &row.OxygenRoutes}
+	if wantTotal {
+		dest = append([]any{&total}, dest...)
 	}
-	defer conn.Release()
-	rows, err := conn.Query(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("main report: %w", r.db.Classify(ctx, err))
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var (
-			row   MainReportRow
-			id    *int64 // NULL on the one row of an empty page with its total
-			total int64
-			at    *string
-		)
-		dest := []any{&id, &at, &row.Station, &row.Callsign, &row.ResourceID, &row.DegreeOfUrgency, &row.Distance,
-			&row.ResponseTimeS, &row.Municipality, &row.Transported, &row.PatientAge, &row.PatientGender, &row.OxygenRoutes}
-		if wantTotal {
-			dest = append([]any{&total}, dest...)
-		}
-		if err := rows.Scan(dest...); err != nil {
-			return nil, fmt.Errorf("main report: %w", err)
-		}
+	err = r.db.ForEachRow(ctx, opMainReport, q, args, dest, func() error {
 		out.Total = total
 		if id == nil {
-			continue
+			return nil
 		}
 		row.RecordID, row.OccurredAt = *id, *at
 		out.Rows = append(out.Rows, row)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("main report: %w", r.db.Classify(ctx, err))
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }
@@ -88,7 +91,7 @@ func (r *Repository) Summary(ctx context.Context, f stats.RecordFilter) (*MainRe
 		urgencies, stations []*string
 		uCounts, sCounts    []int64
 	)
-	err = r.queryRow(ctx, "main report summary", q, args,
+	err = r.db.QueryRow(ctx, opSummary, q, args,
 		&s.Records, &s.DistinctResources, &s.DistinctPatients, &s.AverageDistance, &s.AverageResponseTimeS,
 		&s.Transported, &known, &urgencies, &uCounts, &stations, &sCounts)
 	if err != nil {
@@ -111,22 +114,10 @@ func valueCounts(values []*string, counts []int64) []ValueCount {
 	return out
 }
 
-func (r *Repository) queryRow(ctx context.Context, op, q string, args []any, dest ...any) error {
-	conn, err := r.db.Acquire(ctx)
-	if err != nil {
-		return fmt.Errorf("%s: %w", op, err)
-	}
-	defer conn.Release()
-	if err := conn.QueryRow(ctx, q, args...).Scan(dest...); err != nil {
-		return fmt.Errorf("%s: %w", op, r.db.Classify(ctx, err))
-	}
-	return nil
-}
-
 // Stations returns every dim_station row by name.
 func (r *Repository) Stations(ctx context.Context) ([]Station, error) {
 	const q = `SELECT station_id, station_name FROM dim_station ORDER BY station_name, station_id`
-	return database.Collect(ctx, r.db, "stations", q, nil, pgx.RowToStructByPos[Station])
+	return database.Collect(ctx, r.db, opStations, q, nil, pgx.RowToStructByPos[Station])
 }
 
 // The drop-down lists: distinct non-NULL values, ascending by the database's collation.
@@ -138,27 +129,27 @@ const (
 	gendersSQL        = `SELECT DISTINCT gender FROM dim_patient WHERE gender IS NOT NULL ORDER BY 1`
 )
 
-// Values runs one of the lists above.
+// values runs one of the lists above.
 func (r *Repository) values(ctx context.Context, op, q string) ([]string, error) {
 	return database.Collect(ctx, r.db, op, q, nil, pgx.RowTo[string])
 }
 
 func (r *Repository) Callsigns(ctx context.Context) ([]string, error) {
-	return r.values(ctx, "callsigns", callsignsSQL)
+	return r.values(ctx, opCallsigns, callsignsSQL)
 }
 
 func (r *Repository) Urgencies(ctx context.Context) ([]string, error) {
-	return r.values(ctx, "urgencies", urgenciesSQL)
+	return r.values(ctx, opUrgencies, urgenciesSQL)
 }
 
 func (r *Repository) Municipalities(ctx context.Context) ([]string, error) {
-	return r.values(ctx, "municipalities", municipalitiesSQL)
+	return r.values(ctx, opMunicipalities, municipalitiesSQL)
 }
 
 func (r *Repository) OxygenRoutes(ctx context.Context) ([]string, error) {
-	return r.values(ctx, "oxygen routes", oxygenRoutesSQL)
+	return r.values(ctx, opOxygenRoutes, oxygenRoutesSQL)
 }
 
 func (r *Repository) Genders(ctx context.Context) ([]string, error) {
-	return r.values(ctx, "genders", gendersSQL)
+	return r.values(ctx, opGenders, gendersSQL)
 }

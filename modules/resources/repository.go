@@ -16,6 +16,12 @@ type Repository struct {
 
 func NewRepository(db *database.DB) *Repository { return &Repository{db: db} }
 
+// The operations of the statements here, as db.client.operation.duration names them.
+const (
+	opResources        = "resources"
+	opStationResources = "station resources"
+)
+
 // Resources returns every dim_resource row ordered by sk_resource.
 func (r *Repository) Resources(ctx context.Context) ([]Resource, error) {
 	const q = `SELECT sk_resource, resource_id, callsign, station_id, station, valid_from, valid_to
@@ -28,7 +34,7 @@ ORDER BY sk_resource`
 		station   pgtype.Text
 		from, to  pgtype.Date
 	)
-	return database.Collect(ctx, r.db, "resources", q, nil, func(row pgx.CollectableRow) (Resource, error) {
+	return database.Collect(ctx, r.db, opResources, q, nil, func(row pgx.CollectableRow) (Resource, error) {
 		var res Resource
 		if err := row.Scan(&res.SkResource, &res.ResourceID, &res.Callsign, &stationID, &station, &from, &to); err != nil {
 			return res, err
@@ -63,7 +69,7 @@ LEFT JOIN dim_resource r ON r.station_id = s.station_id
 GROUP BY s.station_id
 ORDER BY s.station_id`
 	var ids []int32 // reused between rows: the scan overwrites it
-	return database.Collect(ctx, r.db, "station resources", q, nil, func(row pgx.CollectableRow) (StationResources, error) {
+	return database.Collect(ctx, r.db, opStationResources, q, nil, func(row pgx.CollectableRow) (StationResources, error) {
 		var st StationResources
 		ids = ids[:0]
 		if err := row.Scan(&st.StationID, &st.StationName, &ids); err != nil {

@@ -18,6 +18,13 @@ type Repository struct {
 
 func NewRepository(db *database.DB) *Repository { return &Repository{db: db} }
 
+// The operations of the statistics statements, as db.client.operation.duration names them.
+const (
+	opRecordsCount   = "records count"
+	opDistinctValues = "distinct values"
+	opUniqueCounts   = "unique counts"
+)
+
 // RecordsCount counts the records of one station, or of all when station is nil.
 func (r *Repository) RecordsCount(ctx context.Context, station *string) (int64, error) {
 	if station == nil {
@@ -35,11 +42,11 @@ func (r *Repository) RecordsCount(ctx context.Context, station *string) (int64, 
 }
 
 func (r *Repository) count(ctx context.Context, q string, args ...any) (int64, error) {
-	n, err := database.Collect(ctx, r.db, "records count", q, args, pgx.RowTo[int64])
-	if err != nil {
+	var n int64
+	if err := r.db.QueryRow(ctx, opRecordsCount, q, args, &n); err != nil {
 		return 0, err
 	}
-	return n[0], nil
+	return n, nil
 }
 
 // valueRow is one row of the per-column statements: the column's position in the request, the
@@ -61,7 +68,7 @@ const (
 // DistinctValues returns, for each of cols in order, its distinct values among the records that
 // f selects, NULL included, ascending by the column's own type with NULL last.
 func (r *Repository) DistinctValues(ctx context.Context, cols []Column, f RecordFilter) ([]*DistinctValue, error) {
-	rows, err := r.perColumn(ctx, "distinct values", cols, f, distinctBranch)
+	rows, err := r.perColumn(ctx, opDistinctValues, cols, f, distinctBranch)
 	if err != nil {
 		return nil, err
 	}
@@ -76,7 +83,7 @@ func (r *Repository) DistinctValues(ctx context.Context, cols []Column, f Record
 // records that f selects (NULL included), the number of those records with that value; by
 // count descending, then value ascending by type with NULL last.
 func (r *Repository) UniqueCounts(ctx context.Context, cols []Column, f RecordFilter) ([]*UniqueCount, error) {
-	rows, err := r.perColumn(ctx, "unique counts", cols, f, uniqueBranch)
+	rows, err := r.perColumn(ctx, opUniqueCounts, cols, f, uniqueBranch)
 	if err != nil {
 		return nil, err
 	}

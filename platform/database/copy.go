@@ -3,19 +3,26 @@ package database
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/emsanalytics/emsquery/platform/apierr"
 )
 
-// CopyTo runs copySQL, a COPY ... TO STDOUT, on conn and writes what it sends to w: one Write
-// per CopyData message (for COPY, one per row). It runs with LIMITS__EXPORT_TIMEOUT as its
-// statement_timeout instead of the session's LIMITS__STATEMENT_TIMEOUT: an export streams for as
-// long as its client reads.
+// CopyTo runs copySQL, a COPY ... TO STDOUT, as operation op on a pooled connection of its own
+// (acquired as the other helpers do) and writes what it sends to w: one Write per CopyData
+// message (for COPY, one per row). It runs with LIMITS__EXPORT_TIMEOUT as its statement_timeout
+// instead of the session's LIMITS__STATEMENT_TIMEOUT: an export streams for as long as its
+// client reads.
+//
+// The COPY's text is sent as it is (COPY takes no parameters, so its values are literals in it):
+// before sending it, CopyTo checks that the session's client_encoding is UTF8, which the literals
+// need, and that its DateStyle is ISO, which the CSV's timestamps need. Both are settings the
+// server reports at connect time, so the check costs no round trip.
 //
 // The longer timeout is a SET LOCAL sent in the same simple-protocol message as the COPY, so the
 // two run in one implicit transaction (PostgreSQL 13 and later time each statement of such a
@@ -24,15 +31,25 @@ import (
 // succeeds, fails or is cancelled: the connection goes back to the pool with the session's
 // statement_timeout, never with the export's.
 //
-// A statement timeout is TIMEOUT naming LIMITS__EXPORT_TIMEOUT; when ctx is done the error says
-// so instead (ClassifyContext). An error of w comes back as it is. A failed write to w ends the COPY: pgconn closes the connection,
-// which cancels the query on the server, and the pool drops the connection on Release.
-func (db *DB) CopyTo(ctx context.Context, conn *pgxpool.Conn, w io.Writer, copySQL string) (pgconn.CommandTag, error) {
+// Its errors are not wrapped with op. An error of w comes back as it is. A statement timeout is
+// TIMEOUT naming LIMITS__EXPORT_TIMEOUT; when ctx is done the error says so instead
+// (ClassifyContext). A failed write to w ends the COPY: pgconn closes the connection, which
+// cancels the query on the server, and the pool drops the connection on release.
+func (db *DB) CopyTo(ctx context.Context, op string, w io.Writer, copySQL string) (pgconn.CommandTag, error) {
+	conn, err := db.acquire(ctx)
+	if err != nil {
+		return pgconn.CommandTag{}, err
+	}
+	defer conn.Release()
+	pg := conn.Conn().PgConn()
+	if enc, ds := pg.ParameterStatus("client_encoding"), pg.ParameterStatus("DateStyle"); enc != "UTF8" || !strings.HasPrefix(ds, "ISO") {
+		return pgconn.CommandTag{}, fmt.Errorf("the connection has client_encoding %q and DateStyle %q; it needs UTF8 and ISO", enc, ds)
+	}
 	sql := "SET LOCAL statement_timeout = " + milliseconds(db.exportTimeout) + "; " + copySQL
 	start := time.Now()
 	cw := &copyWriter{w: w}
-	tag, err := conn.Conn().PgConn().CopyTo(ctx, cw, sql)
-	db.metrics.operation(ctx, "export", start, err)
+	tag, err := pg.CopyTo(ctx, cw, sql)
+	db.metrics.operation(ctx, op, start, err)
 	if err == nil {
 		return tag, nil
 	}
@@ -43,7 +60,7 @@ func (db *DB) CopyTo(ctx context.Context, conn *pgxpool.Conn, w io.Writer, copyS
 	if ctx.Err() == nil && errors.As(err, &pgErr) && pgErr.Code == "57014" {
 		return tag, apierr.ExportTimedOut(db.exportTimeout, err)
 	}
-	return tag, db.Classify(ctx, err)
+	return tag, db.classify(ctx, err)
 }
 
 // copyWriter remembers the error of the writer a COPY writes to, so that it is not mistaken for

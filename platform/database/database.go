@@ -24,8 +24,11 @@ import (
 	"github.com/emsanalytics/emsquery/platform/config"
 )
 
-// DB is the service's pool. Repositories acquire connections through it so that the wait for a
-// free connection is bounded by DATABASE__POOL_TIMEOUT whatever the request's own deadline.
+// DB is the service's pool. Repositories run their statements through its helpers (Collect,
+// QueryRow, ForEachRow, CopyTo, Ping), never on a connection of their own: each helper bounds
+// the wait for a free connection by DATABASE__POOL_TIMEOUT whatever the request's own deadline,
+// fails fast while the database is unreachable, measures the statement in
+// db.client.operation.duration and classifies its error for clients.
 type DB struct {
 	pool             *pgxpool.Pool
 	poolTimeout      time.Duration
@@ -157,16 +160,14 @@ func tlsMode(d config.Database) string {
 	}
 }
 
-// Pool exposes the pgx pool for statistics and for streaming (COPY) on an acquired connection.
-func (db *DB) Pool() *pgxpool.Pool { return db.pool }
-
-// Acquire waits at most DATABASE__POOL_TIMEOUT for a connection. The caller releases it.
+// acquire waits at most DATABASE__POOL_TIMEOUT for a connection. The caller releases it. Only
+// this package's helpers (query.go, copy.go) hold connections, so every statement is measured.
 //
 // While the database is known to be unreachable (an attempt to connect failed and no probe has
 // reached it since) and the pool has no idle connection, it fails at once with
 // SERVICE_UNAVAILABLE instead of letting every request wait for a connection attempt of its
 // own; see reachability.
-func (db *DB) Acquire(ctx context.Context) (*pgxpool.Conn, error) {
+func (db *DB) acquire(ctx context.Context) (*pgxpool.Conn, error) {
 	if db.reach.failFast() {
 		return nil, apierr.Unavailable(errUnreachable)
 	}
@@ -191,46 +192,9 @@ func (db *DB) Acquire(ctx context.Context) (*pgxpool.Conn, error) {
 	return conn, nil
 }
 
-// Ping runs SELECT 1 on a pooled connection.
-func (db *DB) Ping(ctx context.Context) error {
-	conn, err := db.Acquire(ctx)
-	if err != nil {
-		return err
-	}
-	defer conn.Release()
-	var one int
-	start := time.Now()
-	err = conn.QueryRow(ctx, "SELECT 1").Scan(&one)
-	db.metrics.operation(ctx, "ping", start, err)
-	return db.Classify(ctx, err)
-}
-
-// Collect runs one query on a pooled connection and scans every row with scan. op names the
-// operation in errors ("unique counts") and in the db.client.operation.duration metric, so it is
-// a constant, never built from the request.
-func Collect[T any](ctx context.Context, db *DB, op, q string, args []any, scan pgx.RowToFunc[T]) ([]T, error) {
-	conn, err := db.Acquire(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", op, err)
-	}
-	defer conn.Release()
-	start := time.Now()
-	rows, err := conn.Query(ctx, q, args...)
-	if err != nil {
-		db.metrics.operation(ctx, op, start, err)
-		return nil, fmt.Errorf("%s: %w", op, db.Classify(ctx, err))
-	}
-	out, err := pgx.CollectRows(rows, scan)
-	db.metrics.operation(ctx, op, start, err)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", op, db.Classify(ctx, err))
-	}
-	return out, nil
-}
-
-// Classify is ClassifyContext with this pool's settings: a statement timeout's message names
-// LIMITS__STATEMENT_TIMEOUT with its value. Repositories classify their query errors with it.
-func (db *DB) Classify(ctx context.Context, err error) error {
+// classify is ClassifyContext with this pool's settings: a statement timeout's message names
+// LIMITS__STATEMENT_TIMEOUT with its value.
+func (db *DB) classify(ctx context.Context, err error) error {
 	var pgErr *pgconn.PgError
 	if err != nil && ctx.Err() == nil && errors.As(err, &pgErr) && pgErr.Code == "57014" {
 		return apierr.StatementTimedOut(db.statementTimeout, err)

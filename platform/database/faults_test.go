@@ -200,12 +200,7 @@ func TestCopyToUsesTheExportTimeout(t *testing.T) {
 	db, _ := open(t, cfg) // one connection: every step below uses the same session
 	ctx := context.Background()
 	copyOnce := func(w io.Writer, q string) (int64, error) {
-		conn, err := db.Acquire(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Release()
-		tag, err := db.CopyTo(ctx, conn, w, q)
+		tag, err := db.CopyTo(ctx, "export", w, q)
 		return tag.RowsAffected(), err
 	}
 
@@ -235,13 +230,8 @@ func TestCopyToUsesTheExportTimeout(t *testing.T) {
 	short.Limits.StatementTimeout = config.Seconds(10 * time.Second)
 	short.Limits.ExportTimeout = config.Seconds(300 * time.Millisecond)
 	db2, _ := open(t, &short)
-	conn, err := db2.Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
 	start := time.Now()
-	_, err = db2.CopyTo(ctx, conn, io.Discard, "COPY (SELECT pg_sleep(5)) TO STDOUT")
-	conn.Release()
+	_, err = db2.CopyTo(ctx, "export", io.Discard, "COPY (SELECT pg_sleep(5)) TO STDOUT")
 	wantAPIError(t, err, apierr.Timeout, "LIMITS__EXPORT_TIMEOUT=0.3s")
 	if d := time.Since(start); d > 3*time.Second {
 		t.Errorf("the export timed out after %s, want about 300ms", d)
@@ -389,13 +379,13 @@ func TestBusyPoolIsNotAnOutage(t *testing.T) {
 	cfg.Database.PoolTimeout = config.Seconds(300 * time.Millisecond)
 	db, _ := open(t, cfg)
 	ctx := context.Background()
-	conn, err := db.Acquire(ctx) // the only connection
+	conn, err := db.acquire(ctx) // the only connection
 	if err != nil {
 		t.Fatal(err)
 	}
 	for range 2 {
 		start := time.Now()
-		_, err := db.Acquire(ctx)
+		_, err := db.acquire(ctx)
 		wantAPIError(t, err, apierr.ServiceUnavailable, "unavailable")
 		if d := time.Since(start); d < 250*time.Millisecond {
 			t.Errorf("acquire on a busy pool failed after %s, want DATABASE__POOL_TIMEOUT", d)
@@ -407,7 +397,7 @@ func TestBusyPoolIsNotAnOutage(t *testing.T) {
 		t.Error("a busy pool counts as a database outage")
 	}
 	start := time.Now()
-	if _, err := db.Acquire(ctx); err == nil || time.Since(start) < 250*time.Millisecond {
+	if _, err := db.acquire(ctx); err == nil || time.Since(start) < 250*time.Millisecond {
 		t.Errorf("acquire on a busy pool: %v after %s, want SERVICE_UNAVAILABLE after DATABASE__POOL_TIMEOUT", err, time.Since(start))
 	}
 	conn.Release()

@@ -35,7 +35,7 @@ type poolMetrics struct {
 	opDuration metric.Float64Histogram
 	waitTime   metric.Float64Histogram
 	timeouts   metric.Int64Counter
-	pending    atomic.Int64 // Acquire calls waiting for a connection
+	pending    atomic.Int64 // acquire calls waiting for a connection
 
 	base []attribute.KeyValue // db.system.name, db.namespace
 	// The options are kept as slices: passing one with ... allocates nothing.
@@ -171,17 +171,4 @@ func errorType(ctx context.Context, err error) string {
 		return string(ae.Code)
 	}
 	return "_OTHER"
-}
-
-// ObserveOperation records the duration of a repository operation that does not go through
-// Collect (a QueryRow, a streamed export): call it with the time the query was sent and the
-// operation's error, e.g.
-//
-//	start := time.Now()
-//	err := conn.QueryRow(ctx, q, args...).Scan(&n)
-//	r.db.ObserveOperation(ctx, "records count", start, err)
-//
-// op is a constant naming the operation, as for Collect.
-func (db *DB) ObserveOperation(ctx context.Context, op string, start time.Time, err error) {
-	db.metrics.operation(ctx, op, start, err)
 }

@@ -30,7 +30,7 @@ const (
 // DATABASE__POOL_TIMEOUT (30 s by default).
 //
 // The database counts as down when an attempt to connect failed: one of the pool's, or one of
-// the probe's. While it is down, Acquire refuses at once with SERVICE_UNAVAILABLE as long as the
+// the probe's. While it is down, acquire refuses at once with SERVICE_UNAVAILABLE as long as the
 // pool has no idle connection, and the probe connects every probeInterval on a connection of its
 // own (so it never waits for the pool). The first connection that works, the probe's or a
 // request's, ends the outage; nothing needs a restart.
@@ -65,7 +65,7 @@ func (r *reachability) failFast() bool {
 	return r.down.Load() && r.pool.Stat().IdleConns() == 0
 }
 
-// failed notes an Acquire that got no connection. waited says it ran out of time (its own
+// failed notes an acquire that got no connection. waited says it ran out of time (its own
 // DATABASE__POOL_TIMEOUT or the caller's deadline) rather than failing to connect.
 func (r *reachability) failed(err error, waited bool) {
 	var ce *pgconn.ConnectError
