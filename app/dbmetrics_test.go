@@ -77,10 +77,7 @@ func (c operationCounts) String() string {
 
 func TestDBMetricsCountEveryStatement(t *testing.T) {
 	db := servicetest.FixtureDB(t)
-	metricsPort, err := servicetest.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
+	metricsPort := servicetest.FreePort(t)
 	svc := servicetest.Start(t, db, map[string]string{
 		"OTEL_METRICS_EXPORTER":         "prometheus",
 		"OTEL_EXPORTER_PROMETHEUS_HOST": "127.0.0.1",
