@@ -21,6 +21,7 @@ import (
 // what the providers opened (pool, metrics: scrape endpoint and final flush, log file).
 func initService(cfg *config.Config, svc metrics.Service) (*app.Server, func(), error) {
 	wire.Build(
+		wire.FieldsOf(new(*config.Config), "App", "Security", "Limits"),
 		logging.New,
 		metrics.New,
 		database.Open,

@@ -27,6 +27,9 @@ import (
 // initService assembles the service from the settings. The cleanup closes, in reverse order,
 // what the providers opened (pool, metrics: scrape endpoint and final flush, log file).
 func initService(cfg *config.Config, svc metrics.Service) (*app.Server, func(), error) {
+	configApp := cfg.App
+	limits := cfg.Limits
+	security := cfg.Security
 	logger, cleanup, err := logging.New(cfg)
 	if err != nil {
 		return nil, nil, err
@@ -44,8 +47,8 @@ func initService(cfg *config.Config, svc metrics.Service) (*app.Server, func(), 
 	}
 	checker := auth.NewChecker(cfg)
 	repository := stats.NewRepository(db)
-	limits := stats.NewLimits(cfg)
-	resolver := stats.NewResolver(repository, limits)
+	statsLimits := stats.NewLimits(cfg)
+	resolver := stats.NewResolver(repository, statsLimits)
 	resourcesRepository := resources.NewRepository(db)
 	resourcesResolver := resources.NewResolver(resourcesRepository)
 	patientsRepository := patients.NewRepository(db)
@@ -57,7 +60,7 @@ func initService(cfg *config.Config, svc metrics.Service) (*app.Server, func(), 
 	}
 	schema := gqlpublic.NewSchema(gqlpublicResolver)
 	reportsRepository := reports.NewRepository(db)
-	serveResolver := reports.NewServeResolver(reportsRepository, limits)
+	serveResolver := reports.NewServeResolver(reportsRepository, statsLimits)
 	gqlserveResolver := &gqlserve.Resolver{
 		Reports: serveResolver,
 	}
@@ -72,8 +75,9 @@ func initService(cfg *config.Config, svc metrics.Service) (*app.Server, func(), 
 		Serve:   gqlserveSchema,
 		Lookups: gqllookupsSchema,
 	}
-	exporter, cleanup4 := reports.NewExporter(db, logger, limits)
-	server := app.NewServer(cfg, logger, db, checker, graphQLEndpoints, meterProvider, exporter)
+	exporter, cleanup4 := reports.NewExporter(db, logger, statsLimits)
+	exportHandler := reports.NewExportHandler(exporter, logger)
+	server := app.NewServer(configApp, limits, security, logger, db, checker, graphQLEndpoints, meterProvider, exportHandler)
 	return server, func() {
 		cleanup4()
 		cleanup3()
