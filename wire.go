@@ -22,7 +22,7 @@ import (
 func initService(cfg *config.Config, svc metrics.Service) (*app.Server, func(), error) {
 	wire.Build(
 		// Each provider takes the part of the settings it uses.
-		wire.FieldsOf(new(*config.Config), "App", "Database", "Authentication", "Log", "Metrics", "Limits"),
+		wire.FieldsOf(new(*config.Config), "App", "Database", "Security", "Authentication", "Log", "Metrics", "Limits"),
 		logging.New,
 		metrics.New,
 		database.Open,

@@ -27,15 +27,16 @@ import (
 // initService assembles the service from the settings. The cleanup closes, in reverse order,
 // what the providers opened (pool, metrics: scrape endpoint and final flush, log file).
 func initService(cfg *config.Config, svc metrics.Service) (*app.Server, func(), error) {
+	configApp := cfg.App
+	limits := cfg.Limits
+	security := cfg.Security
 	log := cfg.Log
 	logger, cleanup, err := logging.New(log)
 	if err != nil {
 		return nil, nil, err
 	}
 	configDatabase := cfg.Database
-	limits := cfg.Limits
 	configMetrics := cfg.Metrics
-	configApp := cfg.App
 	meterProvider, cleanup2, err := metrics.New(configMetrics, configApp, logger, svc)
 	if err != nil {
 		cleanup()
@@ -79,7 +80,8 @@ func initService(cfg *config.Config, svc metrics.Service) (*app.Server, func(), 
 		Lookups: gqllookupsSchema,
 	}
 	exporter, cleanup4 := reports.NewExporter(db, logger, statsLimits)
-	server := app.NewServer(cfg, logger, db, checker, graphQLEndpoints, meterProvider, exporter)
+	exportHandler := reports.NewExportHandler(exporter, logger)
+	server := app.NewServer(configApp, limits, security, logger, db, checker, graphQLEndpoints, meterProvider, exportHandler)
 	return server, func() {
 		cleanup4()
 		cleanup3()

@@ -25,6 +25,7 @@ import (
 	"github.com/emsanalytics/emsquery/modules/resources"
 	"github.com/emsanalytics/emsquery/modules/stats"
 	"github.com/emsanalytics/emsquery/platform/gqljson"
+	"github.com/emsanalytics/emsquery/platform/graphqlserver"
 )
 
 // The answers written by platform/gqljson must be gqlgen's own, byte for byte: every query
@@ -209,9 +210,11 @@ func serveData() *fakeServe {
 // answer posts one request to the endpoint, built with or without direct JSON.
 func answer(t *testing.T, es graphql.ExecutableSchema, direct bool, body string) (int, http.Header, []byte) {
 	t.Helper()
-	directJSON = direct
-	defer func() { directJSON = true }()
-	srv := newGraphQLServer(es, slog.New(slog.NewTextHandler(io.Discard, nil)), testLimits)
+	o := graphQLOptions("/graphql", testLimits, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
+	if !direct {
+		o.DirectJSON = nil
+	}
+	srv := graphqlserver.New(es, o)
 	req := httptest.NewRequest(http.MethodPost, "/graphql", strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	rec := httptest.NewRecorder()
@@ -335,7 +338,7 @@ func TestDirectJSONReportsMatchGqlgen(t *testing.T) {
 // The fast path is taken: with direct JSON, gqlgen marshals no element of a large list.
 func TestDirectJSONIsUsed(t *testing.T) {
 	es := gqlpublic.NewExecutableSchema(gqlpublic.Config{Resolvers: publicData(5)})
-	w := newGraphQLServer(es, slog.New(slog.NewTextHandler(io.Discard, nil)), testLimits)
+	w := graphqlserver.New(es, graphQLOptions("/graphql", testLimits, slog.New(slog.NewTextHandler(io.Discard, nil)), nil))
 	var marshaled int
 	w.AroundFields(func(ctx context.Context, next graphql.Resolver) (any, error) {
 		if fc := graphql.GetFieldContext(ctx); fc != nil && fc.Object == "Patient" {

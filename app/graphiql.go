@@ -7,6 +7,7 @@ import (
 	"github.com/gofiber/fiber/v2/middleware/adaptor"
 
 	"github.com/emsanalytics/emsquery/platform/graphiql"
+	"github.com/emsanalytics/emsquery/platform/graphqlserver"
 )
 
 // graphiQLAssets is where the GraphiQL page's scripts and styles are served, without a key.
@@ -18,14 +19,14 @@ func (s *Server) mountGraphiQLAssets() {
 
 // mountGraphQL serves one GraphQL endpoint: a browser's GET gets the GraphiQL page without a
 // key; every other request needs the key, and requests that are not GraphQL requests are
-// answered before gqlgen reads them (checkGraphQLRequest).
-func (s *Server) mountGraphQL(path string, srv fiber.Handler, gqlAuth fiber.Handler) {
-	prefix := string(s.cfg.App.RootPath)
+// answered before gqlgen reads them (graphqlserver.CheckRequest).
+func (s *Server) mountGraphQL(path, keyHeader string, srv fiber.Handler, gqlAuth fiber.Handler) {
+	prefix := string(s.cfg.RootPath)
 	page := adaptor.HTTPHandler(graphiql.Page{
 		Title:      "emsquery " + path,
 		Endpoint:   prefix + path,
 		AssetsPath: prefix + graphiQLAssets,
-		HeaderName: s.cfg.Authentication.APIKeyHeader.String(),
+		HeaderName: keyHeader,
 	})
 	s.fiber.Get(path, func(c *fiber.Ctx) error {
 		if wantsPage(c) {
@@ -33,7 +34,7 @@ func (s *Server) mountGraphQL(path string, srv fiber.Handler, gqlAuth fiber.Hand
 		}
 		return c.Next()
 	})
-	s.fiber.All(path, gqlAuth, checkGraphQLRequest, srv)
+	s.fiber.All(path, gqlAuth, graphqlserver.CheckRequest, srv)
 }
 
 // wantsPage mirrors graphiql.WantsPage for a Fiber request: a browser's GET (text/html in

@@ -3,12 +3,10 @@ package app
 import (
 	"fmt"
 	"log/slog"
-	"net/http"
 	"strings"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
-	"github.com/valyala/fasthttp/fasthttpadaptor"
 
 	"github.com/emsanalytics/emsquery/platform/requestctx"
 )
@@ -86,24 +84,6 @@ func accessLog(log *slog.Logger) fiber.Handler {
 			"method", c.Method(), "path", path, "status", status,
 			"duration_ms", float64(time.Since(start).Microseconds())/1000)
 		return err
-	}
-}
-
-// netHTTP mounts a net/http handler (gqlgen's) on Fiber. The request is converted as Fiber's
-// adaptor converts it, but carries the context our middleware built in Fiber's user context (the
-// adaptor's would be the fasthttp request itself). The answer is written as the adaptor writes
-// it, except that large JSON handed over by platform/gqljson is sent from where it is instead of
-// being copied into fasthttp's body buffer (see bridgeWriter).
-func netHTTP(h http.Handler) fiber.Handler {
-	return func(c *fiber.Ctx) error {
-		var r http.Request
-		if err := fasthttpadaptor.ConvertRequest(c.Context(), &r, true); err != nil {
-			return fmt.Errorf("convert request for %s: %w", c.Path(), err)
-		}
-		w := bridgeWriter{resp: c.Response()}
-		h.ServeHTTP(&w, r.WithContext(c.UserContext()))
-		w.finish()
-		return nil
 	}
 }
 

@@ -1,8 +1,10 @@
 package app
 
 import (
+	"context"
 	"strings"
 
+	"github.com/99designs/gqlgen/graphql"
 	"github.com/gofiber/fiber/v2"
 	"github.com/gofiber/fiber/v2/middleware/cors"
 	"github.com/gofiber/fiber/v2/middleware/recover"
@@ -10,21 +12,25 @@ import (
 	"github.com/gofiber/fiber/v2/utils"
 
 	"github.com/emsanalytics/emsquery/modules/reports"
+	"github.com/emsanalytics/emsquery/platform/apierr"
 	"github.com/emsanalytics/emsquery/platform/auth"
+	"github.com/emsanalytics/emsquery/platform/config"
 	"github.com/emsanalytics/emsquery/platform/database"
+	"github.com/emsanalytics/emsquery/platform/graphqlserver"
+	"github.com/emsanalytics/emsquery/platform/httpbridge"
 )
 
-func (s *Server) routes(db *database.DB, checker *auth.Checker, graphs GraphQLEndpoints, export *reports.Exporter) {
+func (s *Server) routes(limits config.Limits, security config.Security, db *database.DB, checker *auth.Checker, graphs GraphQLEndpoints, export reports.ExportHandler) {
 	f, cfg := s.fiber, s.cfg
-	if rp := string(cfg.App.RootPath); rp != "" {
+	if rp := string(cfg.RootPath); rp != "" {
 		f.Use(stripRootPath(rp))
 	}
 	f.Use(s.metrics.handler)
 	f.Use(saneRequestID, requestid.New(requestid.Config{Generator: utils.UUIDv4}), requestContext, accessLog(s.log))
 	f.Use(recover.New(recover.Config{EnableStackTrace: true, StackTraceHandler: recovered(s.log)}))
-	if cfg.Security.CORS.Enabled {
+	if security.CORS.Enabled {
 		f.Use(cors.New(cors.Config{
-			AllowOrigins:  strings.Join(cfg.Security.CORS.AllowOrigins, ","),
+			AllowOrigins:  strings.Join(security.CORS.AllowOrigins, ","),
 			AllowMethods:  "GET,POST,OPTIONS",
 			AllowHeaders:  strings.Join([]string{checker.Header(), auth.ExportHeader, fiber.HeaderContentType, fiber.HeaderAccept, fiber.HeaderXRequestID}, ","),
 			ExposeHeaders: fiber.HeaderXRequestID + "," + fiber.HeaderContentDisposition,
@@ -33,16 +39,37 @@ func (s *Server) routes(db *database.DB, checker *auth.Checker, graphs GraphQLEn
 	}
 
 	f.Get("/v1/ping", ping)
-	if cfg.App.HealthChecksEnabled {
+	if cfg.HealthChecksEnabled {
 		f.Get("/v1/healthz", healthz(db))
 	}
 
 	s.mountGraphiQLAssets()
 	gqlAuth := checker.Require(checker.Allowed, graphQLUnauthorized(checker.Header()))
-	// GraphQL requests end at LIMITS__REQUEST_TIMEOUT or when their client leaves (bounded).
-	s.mountGraphQL("/graphql", s.bounded(netHTTP(newGraphQLServer(graphs.Public, s.log, cfg.Limits))), gqlAuth)
-	s.mountGraphQL("/serve/graphql", s.bounded(netHTTP(newGraphQLServer(graphs.Serve, s.log, cfg.Limits))), gqlAuth)
-	s.mountGraphQL("/lookups/graphql", s.bounded(netHTTP(newGraphQLServer(graphs.Lookups, s.log, cfg.Limits))), gqlAuth)
+	// GraphQL requests end at LIMITS__REQUEST_TIMEOUT or when their client leaves.
+	timeout := limits.RequestTimeout.Duration()
+	timedOut := apierr.RequestTimedOut(timeout, context.DeadlineExceeded)
+	for _, ep := range []struct {
+		path   string
+		schema graphql.ExecutableSchema
+	}{
+		{"/graphql", graphs.Public},
+		{"/serve/graphql", graphs.Serve},
+		{"/lookups/graphql", graphs.Lookups},
+	} {
+		engine := graphqlserver.New(ep.schema, graphQLOptions(ep.path, limits, s.log, s.metrics.meter))
+		s.mountGraphQL(ep.path, checker.Header(), httpbridge.Bounded(httpbridge.Handler(engine), timeout, timedOut), gqlAuth)
+	}
 
-	f.Get("/v1/reports/main-report/export", checker.Require(checker.ExportAllowed, restUnauthorized(exportAuthMessage(checker))), watched(exportMainReport(export, s.log)))
+	// The modules' REST routes: the key check, then the client watch (an export's own limit is
+	// LIMITS__EXPORT_TIMEOUT, which the module applies).
+	f.Get(reports.ExportPath, checker.Require(checker.ExportAllowed, restUnauthorized(exportAuthMessage(checker))), httpbridge.Watched(fiber.Handler(export)))
+}
+
+// exportAuthMessage is the 401 message of the export, which needs the key in SERVICE-X-API-KEY
+// as well as in the configured header (one header when they are the same).
+func exportAuthMessage(checker *auth.Checker) string {
+	if h := checker.Header(); !strings.EqualFold(h, auth.ExportHeader) {
+		return "missing or wrong API key: the export needs the key in both the " + h + " and the " + auth.ExportHeader + " header"
+	}
+	return "missing or wrong API key: send it in the " + auth.ExportHeader + " header"
 }

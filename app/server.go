@@ -1,4 +1,7 @@
-// Package app mounts the service's endpoints and routes on a Fiber server and runs it.
+// Package app is the service's HTTP server: it mounts the GraphQL endpoints (engines from
+// platform/graphqlserver over the gqlgen packages app/gql*), the modules' REST routes, the health
+// routes and the GraphiQL page on Fiber, with the request id, access log, root path, auth and
+// HTTP metrics middleware, and runs it until it is told to stop.
 package app
 
 import (
@@ -18,22 +21,23 @@ import (
 	"github.com/emsanalytics/emsquery/platform/auth"
 	"github.com/emsanalytics/emsquery/platform/config"
 	"github.com/emsanalytics/emsquery/platform/database"
+	"github.com/emsanalytics/emsquery/platform/httpbridge"
 )
 
 // Server is the HTTP server of the service.
 type Server struct {
 	fiber   *fiber.App
-	cfg     *config.Config
+	cfg     config.App
 	log     *slog.Logger
 	metrics *serviceMetrics
 }
 
 // NewServer builds the Fiber app with every route of the service.
-func NewServer(cfg *config.Config, log *slog.Logger, db *database.DB, checker *auth.Checker, graphs GraphQLEndpoints, mp metric.MeterProvider, export *reports.Exporter) *Server {
+func NewServer(cfg config.App, limits config.Limits, security config.Security, log *slog.Logger, db *database.DB, checker *auth.Checker, graphs GraphQLEndpoints, mp metric.MeterProvider, export reports.ExportHandler) *Server {
 	f := fiber.New(fiber.Config{
 		AppName:               "emsquery",
 		DisableStartupMessage: true,
-		BodyLimit:             int(cfg.App.MaxBodyBytes),
+		BodyLimit:             int(cfg.MaxBodyBytes),
 		ErrorHandler:          restError(log),
 		// Proxies in front may keep connections open; idle ones are closed after this.
 		IdleTimeout: 2 * 60e9,
@@ -42,29 +46,29 @@ func NewServer(cfg *config.Config, log *slog.Logger, db *database.DB, checker *a
 	// next request on a connection that is about to close.
 	f.Server().CloseOnShutdown = true
 	s := &Server{fiber: f, cfg: cfg, log: log, metrics: newServiceMetrics(mp, log)}
-	s.routes(db, checker, graphs, export)
+	s.routes(limits, security, db, checker, graphs, export)
 	return s
 }
 
 // Run serves until ctx is cancelled, then stops accepting, lets requests in flight finish (up
 // to APP__SHUTDOWN_TIMEOUT) and returns.
 func (s *Server) Run(ctx context.Context) error {
-	addr := net.JoinHostPort(s.cfg.App.Host, strconv.Itoa(int(s.cfg.App.Port)))
+	addr := net.JoinHostPort(s.cfg.Host, strconv.Itoa(int(s.cfg.Port)))
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("listen on %s (APP__HOST, APP__PORT): %w", addr, err)
 	}
-	s.log.Info("listening", "address", "http://"+ln.Addr().String()+string(s.cfg.App.RootPath))
+	s.log.Info("listening", "address", "http://"+ln.Addr().String()+string(s.cfg.RootPath))
 	served := make(chan error, 1)
-	// Connections close gracefully for a client still sending (a body over the limit): linger.go.
-	go func() { served <- s.fiber.Listener(lingeringListener{ln}) }()
+	// Connections close gracefully for a client still sending (a body over the limit).
+	go func() { served <- s.fiber.Listener(httpbridge.Lingering(ln)) }()
 	select {
 	case err := <-served:
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
 	}
-	s.log.Info("shutting down: finishing requests in flight", "timeout", s.cfg.App.ShutdownTimeout.Duration().String())
-	if err := s.fiber.ShutdownWithTimeout(s.cfg.App.ShutdownTimeout.Duration()); err != nil {
+	s.log.Info("shutting down: finishing requests in flight", "timeout", s.cfg.ShutdownTimeout.Duration().String())
+	if err := s.fiber.ShutdownWithTimeout(s.cfg.ShutdownTimeout.Duration()); err != nil {
 		// A stop that had to cut off requests (a long export, say) is still an orderly stop:
 		// say so, and go on closing the pool and flushing.
 		s.log.Warn("requests still running at APP__SHUTDOWN_TIMEOUT were cut off", "error", err.Error())

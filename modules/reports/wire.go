@@ -1,8 +1,9 @@
 // Package reports serves the vendor reporting client: main_report and main_report_summary on
 // /serve/graphql, the drop-down lists and queryable columns on /lookups/graphql, and the main
-// report's CSV export. It selects records with the stats module's record filter and catalog.
+// report's CSV export on its REST route (route.go), which the server mounts behind the key. It
+// selects records with the stats module's record filter and catalog.
 package reports
 
 import "github.com/google/wire"
 
-var ProviderSet = wire.NewSet(NewRepository, NewServeResolver, NewLookupsResolver, NewExporter)
+var ProviderSet = wire.NewSet(NewRepository, NewServeResolver, NewLookupsResolver, NewExporter, NewExportHandler)

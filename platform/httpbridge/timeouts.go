@@ -1,4 +1,4 @@
-package app
+package httpbridge
 
 import (
 	"context"
@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
-
-	"github.com/emsanalytics/emsquery/platform/apierr"
 )
 
 // errClientGone is the cause of a request context cancelled because the client closed its
@@ -21,18 +19,13 @@ var errClientGone = fmt.Errorf("the client closed its connection: %w", context.C
 // there. The first look comes after one interval, so quick requests never look.
 const clientCheckInterval = 250 * time.Millisecond
 
-// bounded runs an API handler (GraphQL) with a request context that ends
-//   - at LIMITS__REQUEST_TIMEOUT: what is still running fails with TIMEOUT naming the setting;
+// Bounded runs an API handler (GraphQL) with a request context that ends
+//   - after timeout, with cause: what is still running fails with that error (the server passes
+//     a TIMEOUT that names LIMITS__REQUEST_TIMEOUT);
 //   - when the client closes its connection: the query in progress is cancelled on the server,
-//     and its database connection is free again.
-//
-// fasthttp does not notice a client that goes away while a handler runs (it reads the
-// connection only between requests), so the connection is looked at every clientCheckInterval
-// with a non-consuming read (see peerClosed).
-func (s *Server) bounded(h fiber.Handler) fiber.Handler {
-	timeout := s.cfg.Limits.RequestTimeout.Duration()
-	cause := apierr.RequestTimedOut(timeout, context.DeadlineExceeded)
-	w := watched(h)
+//     and its database connection is free again (see Watched).
+func Bounded(h fiber.Handler, timeout time.Duration, cause error) fiber.Handler {
+	w := Watched(h)
 	return func(c *fiber.Ctx) error {
 		parent := c.UserContext()
 		ctx, cancel := context.WithTimeoutCause(parent, timeout, cause)
@@ -44,10 +37,14 @@ func (s *Server) bounded(h fiber.Handler) fiber.Handler {
 	}
 }
 
-// watched runs h with a request context that is cancelled when the client closes its
-// connection while h runs. The export uses it alone: its own limit is LIMITS__EXPORT_TIMEOUT,
-// and once its handler has returned, a failed write is what tells that the client left.
-func watched(h fiber.Handler) fiber.Handler {
+// Watched runs h with a request context that is cancelled when the client closes its
+// connection while h runs. fasthttp does not notice a client that goes away while a handler runs
+// (it reads the connection only between requests), so the connection is looked at every
+// clientCheckInterval with a non-consuming read (see peerClosed).
+//
+// The export uses it alone: its own limit is LIMITS__EXPORT_TIMEOUT, and once its handler has
+// returned, a failed write is what tells that the client left.
+func Watched(h fiber.Handler) fiber.Handler {
 	return func(c *fiber.Ctx) error {
 		parent := c.UserContext()
 		ctx, cancel := context.WithCancelCause(parent)
@@ -120,5 +117,5 @@ func (w *clientWatch) stop() {
 	w.timer.Stop()
 }
 
-// isClientGone says whether err is (or comes from) a request cancelled because its client left.
-func isClientGone(err error) bool { return errors.Is(err, errClientGone) }
+// IsClientGone says whether err is (or comes from) a request cancelled because its client left.
+func IsClientGone(err error) bool { return errors.Is(err, errClientGone) }

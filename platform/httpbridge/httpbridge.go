@@ -1,58 +1,47 @@
-package app
+// Package httpbridge makes net/http handlers (gqlgen's) behave on Fiber, and fills in what
+// fasthttp, under Fiber, does not do as a net/http server would:
+//
+//   - Handler serves a net/http handler with the request context Fiber's middleware built, and
+//     sends large JSON from platform/gqljson without copying it into fasthttp's body buffer;
+//   - Watched and Bounded end a request's context when its client closes the connection
+//     (fasthttp reads a connection only between requests, so it never notices) or when the
+//     request has run too long;
+//   - Lingering closes connections gracefully, so a client still sending a body the server
+//     refused reads the answer instead of a reset.
+package httpbridge
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"net/http"
-	"runtime"
 
-	"github.com/99designs/gqlgen/graphql"
-	"github.com/99designs/gqlgen/graphql/handler"
+	"github.com/gofiber/fiber/v2"
 	"github.com/valyala/fasthttp"
+	"github.com/valyala/fasthttp/fasthttpadaptor"
 
 	"github.com/emsanalytics/emsquery/platform/gqljson"
 )
 
-// directJSONTypes are the object types whose values platform/gqljson writes to JSON itself
-// instead of gqlgen's per-field marshalers: plain structs bound field by field with json tags,
-// with built-in scalars, lists and each other. The large lists (patients, oxygens, the main
-// report's rows) are why; even a list of twenty stations costs gqlgen three times as much. A
-// lone small object (records_count's) is cheaper through gqlgen, so RecordsCount is not here.
-// app's tests check the answers are gqlgen's own, byte for byte.
-var directJSONTypes = []string{
-	"Patient", "Oxygen", "Resource", "StationResources", "StationResource",
-	"DistinctValue", "UniqueCount",
-	"MainReport", "MainReportRow", "MainReportSummary", "ValueCount", "Station",
-}
-
-// bulkFields answer whole tables (hundreds of thousands of rows): see gqljson.LimitBulk.
-var bulkFields = []string{"patients", "oxygens"}
-
-// directJSON is off only in the tests that compare with gqlgen's own marshaling.
-var directJSON = true
-
-// directJSONTransport wraps a gqlgen transport so that the JSON platform/gqljson writes goes to
-// the client without being copied and re-validated (see gqljson.Transport).
-func directJSONTransport(t graphql.Transport) graphql.Transport {
-	if !directJSON {
-		return t
+// Handler mounts a net/http handler (gqlgen's) on Fiber. The request is converted as Fiber's
+// adaptor converts it, but carries the context our middleware built in Fiber's user context (the
+// adaptor's would be the fasthttp request itself). The answer is written as the adaptor writes
+// it, except that large JSON handed over by platform/gqljson is sent from where it is instead of
+// being copied into fasthttp's body buffer (see bridgeWriter).
+func Handler(h http.Handler) fiber.Handler {
+	return func(c *fiber.Ctx) error {
+		var r http.Request
+		if err := fasthttpadaptor.ConvertRequest(c.Context(), &r, true); err != nil {
+			return fmt.Errorf("convert request for %s: %w", c.Path(), err)
+		}
+		w := bridgeWriter{resp: c.Response()}
+		h.ServeHTTP(&w, r.WithContext(c.UserContext()))
+		w.finish()
+		return nil
 	}
-	return gqljson.Transport{Transport: t}
 }
 
-// useDirectJSON installs platform/gqljson's middlewares on srv.
-func useDirectJSON(srv *handler.Server, es graphql.ExecutableSchema) {
-	if !directJSON {
-		return
-	}
-	w := gqljson.New(es.Schema(), directJSONTypes...)
-	// Whole tables: a few at a time, as many as there are processors to write them.
-	w.LimitBulk(runtime.GOMAXPROCS(0), bulkFields...)
-	srv.AroundRootFields(w.RootFields)
-	srv.AroundFields(w.Fields)
-}
-
-// bridgeWriter is the http.ResponseWriter netHTTP gives gqlgen: it writes status, headers and
+// bridgeWriter is the http.ResponseWriter Handler gives gqlgen: it writes status, headers and
 // body into the fasthttp response as fasthttp's adaptor does, and takes JSON that
 // platform/gqljson hands over (gqljson.SharedWriter) without copying it: the response body then
 // becomes a stream of the parts in order, sent after the handler returns.

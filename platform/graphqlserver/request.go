@@ -1,4 +1,4 @@
-package app
+package graphqlserver
 
 import (
 	"bytes"
@@ -16,14 +16,14 @@ import (
 	"github.com/emsanalytics/emsquery/platform/apierr"
 )
 
-// checkGraphQLRequest answers a GraphQL request that is not one, before gqlgen reads it: a
-// method other than GET and POST (405), a POST whose Content-Type is not application/json or
-// whose body is compressed (415), an empty body, a body that is not one JSON object with the
-// GraphQL-over-HTTP parameters of the right JSON types, or a GET with parameters that do not
-// decode (400). Each gets a GraphQL errors body with BAD_USER_INPUT and a message that says what
+// CheckRequest is the Fiber middleware that answers a GraphQL request that is not one, before
+// gqlgen reads it: a method other than GET and POST (405), a POST whose Content-Type is not
+// application/json or whose body is compressed (415), an empty body, a body that is not one JSON
+// object with the GraphQL-over-HTTP parameters of the right JSON types, or a GET with parameters
+// that do not decode (400). Each gets a GraphQL errors body with BAD_USER_INPUT and a message that says what
 // to send instead. gqlgen would answer most of these without a code (which the error presenter
 // would turn into INTERNAL), some with the whole body echoed in the message.
-func checkGraphQLRequest(c *fiber.Ctx) error {
+func CheckRequest(c *fiber.Ctx) error {
 	switch c.Method() {
 	case fiber.MethodPost:
 		return checkGraphQLPost(c)

@@ -1,4 +1,4 @@
-package app
+package httpbridge
 
 import (
 	"io"
@@ -20,7 +20,9 @@ const (
 	lingerMaxBytes = 256 << 20
 )
 
-// lingeringListener accepts connections whose Close lingers (see above).
+// Lingering returns ln with connections whose Close lingers (see above).
+func Lingering(ln net.Listener) net.Listener { return lingeringListener{ln} }
+
 type lingeringListener struct{ net.Listener }
 
 func (l lingeringListener) Accept() (net.Conn, error) {

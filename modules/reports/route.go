@@ -1,50 +1,44 @@
-package app
+package reports
 
 import (
 	"bufio"
 	"io"
 	"log/slog"
 	"net"
-	"strings"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
 
-	"github.com/emsanalytics/emsquery/modules/reports"
 	"github.com/emsanalytics/emsquery/platform/apierr"
-	"github.com/emsanalytics/emsquery/platform/auth"
 )
 
-// exportAuthMessage is the 401 message of the export, which needs the key in SERVICE-X-API-KEY
-// as well as in the configured header (one header when they are the same).
-func exportAuthMessage(checker *auth.Checker) string {
-	if h := checker.Header(); !strings.EqualFold(h, auth.ExportHeader) {
-		return "missing or wrong API key: the export needs the key in both the " + h + " and the " + auth.ExportHeader + " header"
-	}
-	return "missing or wrong API key: send it in the " + auth.ExportHeader + " header"
-}
+// ExportPath is the REST route of the main report's CSV export (GET; HEAD validates only).
+const ExportPath = "/v1/reports/main-report/export"
 
-// exportMainReport is GET /v1/reports/main-report/export: the main report's rows as CSV,
-// streamed from the database (see reports.Exporter). Every argument is validated, and the query
-// has produced its first row, before the status is sent: a bad argument is a 400 with the REST
-// error body and no CSV. After that, a failure (database gone, service stopping) closes the
-// connection before the final chunk, so the client sees an incomplete response rather than a
-// CSV that looks complete; a client that hangs up makes the next write fail, which cancels the
-// query.
+// ExportHandler answers ExportPath. The server mounts it behind the export's key check and
+// the client watch (platform/httpbridge.Watched), as it mounts the GraphQL endpoints.
+type ExportHandler fiber.Handler
+
+// NewExportHandler is GET /v1/reports/main-report/export: the main report's rows as CSV,
+// streamed from the database (see Exporter). Every argument is validated, and the query has
+// produced its first row, before the status is sent: a bad argument is a 400 with the REST error
+// body and no CSV. After that, a failure (database gone, service stopping) closes the connection
+// before the final chunk, so the client sees an incomplete response rather than a CSV that looks
+// complete; a client that hangs up makes the next write fail, which cancels the query.
 //
 // A Fiber-native handler, not through the net/http adaptor, which would buffer the whole body.
-func exportMainReport(ex *reports.Exporter, log *slog.Logger) fiber.Handler {
+func NewExportHandler(ex *Exporter, log *slog.Logger) ExportHandler {
 	return func(c *fiber.Ctx) error {
-		a, err := reports.ParseExportQuery(string(c.Request().URI().QueryString()))
+		a, err := ParseExportQuery(string(c.Request().URI().QueryString()))
 		if err != nil {
 			return err
 		}
 		if c.Method() == fiber.MethodHead {
 			// Validate only: running the COPY for headers alone would waste the database.
-			if err := reports.Validate(a); err != nil {
+			if err := Validate(a); err != nil {
 				return err
 			}
-			setExportHeaders(c, reports.FileName(a))
+			setExportHeaders(c, FileName(a))
 			return nil
 		}
 		ctx := c.UserContext()
@@ -52,7 +46,7 @@ func exportMainReport(ex *reports.Exporter, log *slog.Logger) fiber.Handler {
 		if err != nil {
 			return err
 		}
-		setExportHeaders(c, reports.FileName(a))
+		setExportHeaders(c, FileName(a))
 		netConn := c.Context().Conn()
 		start := time.Now()
 		// The stream writer runs after this handler returned, so it must not touch c.

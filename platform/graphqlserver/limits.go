@@ -1,4 +1,4 @@
-package app
+package graphqlserver
 
 import (
 	"context"
@@ -12,7 +12,6 @@ import (
 	"github.com/vektah/gqlparser/v2/parser"
 
 	"github.com/emsanalytics/emsquery/platform/apierr"
-	"github.com/emsanalytics/emsquery/platform/config"
 )
 
 // Limits of a GraphQL document: LIMITS__MAX_QUERY_DEPTH and LIMITS__MAX_QUERY_COMPLEXITY.
@@ -60,12 +59,12 @@ var _ interface {
 	graphql.OperationContextMutator
 } = &queryLimits{}
 
-func newQueryLimits(l config.Limits, cache graphql.Cache[*ast.QueryDocument]) *queryLimits {
+func newQueryLimits(maxDepth, maxComplexity int, cache graphql.Cache[*ast.QueryDocument]) *queryLimits {
 	return &queryLimits{
-		maxDepth:      int(l.QueryDepth),
-		maxComplexity: int(l.QueryComplexity),
+		maxDepth:      maxDepth,
+		maxComplexity: maxComplexity,
 		cache:         cache,
-		complexity:    extension.FixedComplexityLimit(int(l.QueryComplexity)),
+		complexity:    extension.FixedComplexityLimit(maxComplexity),
 	}
 }
 
