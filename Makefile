@@ -6,7 +6,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 GQLGEN_CONFIGS := $(wildcard app/gql*/gqlgen.yml)
 
-.PHONY: build demo demo-stop test test-deps check generate generate-check lint tidy-check bench soak clean
+.PHONY: build demo demo-stop test test-deps check generate generate-check lint tidy-check imports-check bench soak clean
 
 build:
 	go build -trimpath -ldflags "$(LDFLAGS)" -o bin/emsquery .
@@ -32,7 +32,11 @@ test: test-deps
 	for t in $(FUZZ_TARGETS); do go test ./$${t%%:*} -run='^$$' -fuzz="^$${t#*:}\$$" -fuzztime=$(FUZZTIME) || exit 1; done
 
 # Static checks, generated code and tidy modules: what CI demands besides the tests.
-check: lint tidy-check generate-check
+check: lint tidy-check imports-check generate-check
+
+# Imports point one way: root -> app -> modules -> platform (docs/architecture.md).
+imports-check:
+	scripts/check-imports.sh
 
 # Fails when go mod tidy would change go.mod or go.sum (prints the diff it would apply).
 tidy-check:
