@@ -64,10 +64,11 @@ soak:
 	scripts/ensure-postgres.sh >/dev/null
 	go run ./cmd/soak
 
-# The service against the database's own speed for the same SQL, side by side (bench/run,
-# docs/benchmarks.md): the demo data at 100,000 and 1,000,000 records, every workload at
-# concurrency 1 and 16, about 10 minutes. BENCH_FLAGS passes flags to bench/run, e.g.
-# BENCH_FLAGS='-sizes 100000,1000000,5000000' for a larger set, '-profile /tmp/prof' for profiles.
+# The service against the database's own speed, side by side (bench/run, docs/benchmarks.md):
+# hand-written SQL for the same question and the service's captured SQL, the demo data at
+# 100,000 and 1,000,000 records, every workload at concurrency 1 and 16, about 12 minutes.
+# BENCH_FLAGS passes flags to bench/run, e.g. BENCH_FLAGS='-sizes 10000000 -patients-rss 0' for
+# the large size, '-profile /tmp/prof' for profiles.
 bench:
 	scripts/ensure-postgres.sh >/dev/null
 	go run ./bench/run $(BENCH_FLAGS)

@@ -7,35 +7,34 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/emsanalytics/emsquery/platform/config"
+	"github.com/emsanalytics/emsquery/platform/database"
 )
 
-// fetch sends the workload's request once and returns the whole answer.
-func (s *service) fetch(ctx context.Context, w workload) ([]byte, http.Header, error) {
+// open sends the workload's request once and returns the response, to be read by the caller;
+// a status other than 200 is an error.
+func (s *service) open(ctx context.Context, w workload) (*http.Response, error) {
 	req, err := s.newRequest(ctx, w)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	resp, err := httpClient.Do(req)
 	if err != nil {
-		return nil, nil, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, nil, fmt.Errorf("%s: %s: %.300s", w.Name, resp.Status, b)
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1000))
+		resp.Body.Close()
+		return nil, fmt.Errorf("%s: %s: %.300s", w.Name, resp.Status, b)
 	}
-	return b, resp.Header, nil
+	return resp, nil
 }
 
 func (s *service) newRequest(ctx context.Context, w workload) (*http.Request, error) {
@@ -91,8 +90,9 @@ func (s *service) serviceRequest(w workload) request {
 	}
 }
 
-// pgxRequest is the baseline of a GraphQL workload: the captured statements, in order on one
-// connection, every row read (its raw bytes, as the service's driver receives them).
+// pgxRequest is the captured baseline of a GraphQL workload: the statements the service sent, in
+// order on one connection of a pool configured as the service's, every row read (its raw bytes,
+// as the service's driver receives them).
 func pgxRequest(pool *pgxpool.Pool, sts []statement) request {
 	args := make([][]any, len(sts))
 	for i, st := range sts {
@@ -138,12 +138,10 @@ func pgxRequest(pool *pgxpool.Pool, sts []statement) request {
 	}
 }
 
-// psqlRequest is the baseline of the export: psql's \copy of the same COPY statement, its CSV
-// read from psql's standard output and counted.
+// psqlRequest is a baseline of the export: psql's \copy of a COPY statement, its CSV read from
+// psql's standard output and counted.
 func psqlRequest(psql string, db dbTarget, copyStmt string) request {
-	env := []string{"PATH=" + os.Getenv("PATH"), "PGHOST=" + db.Host, "PGPORT=" + strconv.Itoa(db.Port),
-		"PGDATABASE=" + db.Name, "PGUSER=" + db.User, "PGPASSWORD=" + db.Password, "PGSSLMODE=disable",
-		"PGAPPNAME=bench-baseline"}
+	env := psqlEnv(db, "bench-baseline")
 	meta := `\copy ` + strings.TrimPrefix(copyStmt, "COPY ")
 	return func(ctx context.Context, _ int) (int64, error) {
 		cmd := exec.CommandContext(ctx, psql, "-X", "-q", "-v", "ON_ERROR_STOP=1", "-c", meta)
@@ -165,7 +163,28 @@ func psqlRequest(psql string, db dbTarget, copyStmt string) request {
 	}
 }
 
-func newPool(ctx context.Context, db dbTarget, conns int) (*pgxpool.Pool, error) {
+// capturedPool is the pool of the captured baseline: the service's own pool configuration
+// (platform/database.PoolConfig: session settings, statement mode), with conns connections, all
+// opened before measuring as the service's pool opens its own at start. Whatever the service's
+// pool does to its statements (prepared statements, exec mode, plan settings) the captured
+// baseline does too: it measures the service's SQL as the service runs it.
+func capturedPool(ctx context.Context, db dbTarget, conns int) (*pgxpool.Pool, error) {
+	// The shipped defaults of the settings that reach the pool's configuration (a zero
+	// POOL_RECYCLE would make every connection expire at once).
+	pc, err := database.PoolConfig(config.Database{
+		Host: db.Host, Port: config.Port(db.Port), Name: db.Name, Username: db.User,
+		Password: config.Secret(db.Password), Schema: "public", Encrypt: false,
+		PoolSize: 10, MaxOverflow: 20, PoolTimeout: config.Seconds(30 * time.Second), PoolRecycle: config.Seconds(1800 * time.Second),
+	})
+	if err != nil {
+		return nil, err
+	}
+	pc.ConnConfig.RuntimeParams["application_name"] = "bench-captured"
+	return openPool(ctx, pc, conns)
+}
+
+// handPool is the pool of the hand-written baseline: plain sessions, as psql opens them.
+func handPool(ctx context.Context, db dbTarget, conns int) (*pgxpool.Pool, error) {
 	pc, err := pgxpool.ParseConfig("")
 	if err != nil {
 		return nil, err
@@ -173,103 +192,140 @@ func newPool(ctx context.Context, db dbTarget, conns int) (*pgxpool.Pool, error)
 	cc := pc.ConnConfig
 	cc.Host, cc.Port, cc.Database, cc.User, cc.Password = db.Host, uint16(db.Port), db.Name, db.User, db.Password
 	cc.TLSConfig, cc.Fallbacks = nil, nil
-	// The session settings the service's pool sets (platform/database.PoolConfig).
-	cc.RuntimeParams = map[string]string{
-		"search_path": "public", "application_name": "bench-baseline", "DateStyle": "ISO, YMD",
-		"default_transaction_read_only": "on",
-	}
+	cc.RuntimeParams = map[string]string{"application_name": "bench-hand"}
+	return openPool(ctx, pc, conns)
+}
+
+func openPool(ctx context.Context, pc *pgxpool.Config, conns int) (*pgxpool.Pool, error) {
 	pc.MaxConns, pc.MinConns = int32(conns), int32(conns)
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
 		return nil, err
 	}
-	// Open every connection before measuring, as the service's pool does at start.
-	conns2 := make([]*pgxpool.Conn, 0, conns)
+	held := make([]*pgxpool.Conn, 0, conns)
 	for range conns {
 		c, err := pool.Acquire(ctx)
 		if err != nil {
 			pool.Close()
 			return nil, err
 		}
-		conns2 = append(conns2, c)
+		held = append(held, c)
 	}
-	for _, c := range conns2 {
+	for _, c := range held {
 		c.Release()
 	}
 	return pool, nil
 }
 
+// side is one of the three measured in a line.
+type side struct {
+	do  request
+	m   measurement
+	cpu time.Duration // the service's CPU time while this side ran (service side only)
+}
+
+// warmUp runs one request, which also tells how long one takes, then, when requests are short,
+// the full concurrency for the warm-up time. A long request warms up what a short loop would
+// (the data in the caches, the connections' statements) and is measured for seconds anyway;
+// waiting for a whole round of them at concurrency 16 would only make the run longer. It returns
+// the median request time it saw (at the concurrency, when it ran it).
+func warmUp(ctx context.Context, name string, conc int, d time.Duration, do request) (time.Duration, error) {
+	t0 := time.Now()
+	if _, err := do(ctx, 0); err != nil {
+		return 0, fmt.Errorf("%s: %v", name, err)
+	}
+	first := time.Since(t0)
+	if first >= d {
+		return first, nil
+	}
+	m := closedLoop(ctx, conc, d, do)
+	if m.Errors > 0 {
+		return 0, fmt.Errorf("%s: %v", name, m.FirstErr)
+	}
+	return max(first, m.P50), nil
+}
+
 // measure runs one workload at one concurrency: the service (started afresh, so that its peak
-// RSS belongs to this workload) and the baseline, each warmed up, then measured in alternating
-// slices (service, baseline, service, ...) so that anything else the machine does while they
-// run weighs on both alike.
+// RSS belongs to this workload), the hand-written SQL and the captured SQL, each warmed up, then
+// measured in alternating slices (service, hand-written, captured, service, ...) so that
+// anything else the machine does while they run weighs on all three alike.
 func measure(ctx context.Context, bin, tmp string, s *dataSet, w workload, conc int, sts []statement, o options) (row, error) {
 	r := row{Set: s, W: w, Conc: conc}
-	svc, err := startService(bin, tmp, s.DB, o.profile != "")
+	svc, err := startService(bin, tmp, s.DB, s.Records, o.profile != "")
 	if err != nil {
 		return r, err
 	}
 	defer svc.stop()
 	pid := svc.pid()
 	sampler := sampleRSS(pid)
-	do := svc.serviceRequest(w)
 
-	var base request
+	var hand, captured request
 	if w.isExport() {
 		psql, err := findPsql()
 		if err != nil {
 			return r, err
 		}
-		base = psqlRequest(psql, s.DB, sts[0].SQL)
+		hand = psqlRequest(psql, s.DB, handCopy(w.Hand.SQL))
+		captured = psqlRequest(psql, s.DB, sts[0].SQL)
 	} else {
-		pool, err := newPool(ctx, s.DB, conc)
+		hp, err := handPool(ctx, s.DB, conc)
 		if err != nil {
 			return r, err
 		}
-		defer pool.Close()
-		base = pgxRequest(pool, sts)
+		defer hp.Close()
+		cp, err := capturedPool(ctx, s.DB, conc)
+		if err != nil {
+			return r, err
+		}
+		defer cp.Close()
+		hand, captured = handRequest(hp, w.Hand.SQL), pgxRequest(cp, sts)
 	}
-
-	ws := closedLoop(ctx, conc, o.warmup, do)
-	if ws.Errors > 0 {
-		return r, fmt.Errorf("%s c=%d warm-up: %v", w.Name, conc, ws.FirstErr)
-	}
-	wb := closedLoop(ctx, conc, o.warmup, base)
-	if wb.Errors > 0 {
-		return r, fmt.Errorf("%s c=%d baseline warm-up: %v", w.Name, conc, wb.FirstErr)
-	}
+	sides := []*side{{do: svc.serviceRequest(w)}, {do: hand}, {do: captured}}
+	names := []string{"service", "hand-written SQL", "captured SQL"}
 	// Slices of at least four requests' time each: a long request would otherwise stretch every
 	// slice (requests in flight at a slice's end are awaited).
+	longest := time.Duration(0)
+	for i, sd := range sides {
+		l, err := warmUp(ctx, fmt.Sprintf("%s c=%d %s warm-up", w.Name, conc, names[i]), conc, o.warmup, sd.do)
+		if err != nil {
+			return r, err
+		}
+		longest = max(longest, l)
+	}
 	rounds := o.rounds
-	if longest := max(ws.P50, wb.P50) * 4; longest > 0 {
-		rounds = max(1, min(rounds, int(o.duration/longest)))
+	if longest > 0 {
+		rounds = max(1, min(rounds, int(o.duration/(4*longest))))
 	}
 	slice := o.duration / time.Duration(rounds)
 	for i := range rounds {
-		var profiled chan error
-		if o.profile != "" && i == 0 {
-			profiled = make(chan error, 1)
-			path := filepath.Join(o.profile, fmt.Sprintf("%d-%s-c%d.cpu.pprof", s.Records, w.Name, conc))
-			go func() { profiled <- svc.cpuProfile(slice, path) }()
-		}
-		cpu0 := cpuTime(pid)
-		m := closedLoop(ctx, conc, slice, do)
-		if profiled != nil {
-			if err := <-profiled; err != nil {
-				return r, err
+		for j, sd := range sides {
+			var profiled chan error
+			if j == 0 && o.profile != "" && i == 0 {
+				profiled = make(chan error, 1)
+				path := filepath.Join(o.profile, fmt.Sprintf("%d-%s-c%d.cpu.pprof", s.Records, w.Name, conc))
+				go func() { profiled <- svc.cpuProfile(slice, path) }()
+			}
+			cpu0 := cpuTime(pid)
+			m := closedLoop(ctx, conc, slice, sd.do)
+			if j == 0 {
+				sd.cpu += cpuTime(pid) - cpu0
+			}
+			if profiled != nil {
+				if err := <-profiled; err != nil {
+					return r, err
+				}
+			}
+			if i == 0 {
+				sd.m = m
+			} else {
+				sd.m = sd.m.merge(m)
+			}
+			if ctx.Err() != nil {
+				return r, ctx.Err()
 			}
 		}
-		r.SvcCPU += cpuTime(pid) - cpu0
-		b := closedLoop(ctx, conc, slice, base)
-		if i == 0 {
-			r.Svc, r.Base = m, b
-		} else {
-			r.Svc, r.Base = r.Svc.merge(m), r.Base.merge(b)
-		}
-		if ctx.Err() != nil {
-			return r, ctx.Err()
-		}
 	}
+	r.Svc, r.Hand, r.Capt, r.SvcCPU = sides[0].m, sides[1].m, sides[2].m, sides[0].cpu
 	r.PeakRSS = sampler.Stop(pid)
 	return r, nil
 }

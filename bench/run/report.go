@@ -22,26 +22,35 @@ type row struct {
 	Svc     measurement
 	SvcCPU  time.Duration // the service process's CPU time during the measured part
 	PeakRSS int64         // the service's peak resident memory (warm-up and measurement)
-	Base    measurement
-	Heavy   bool // the database works over 10 ms (baseline median at the lowest concurrency)
+	Hand    measurement   // the hand-written SQL (the primary baseline)
+	Capt    measurement   // the captured SQL (the second baseline)
+	Heavy   bool          // the database works over 10 ms (hand-written median at the lowest concurrency)
 
 	Target  string
 	Verdict string // "met", "MISSED" or ""
 }
 
-func (r row) ratio() float64 {
-	if r.Base.RPS() == 0 {
+func ratio(a, b measurement) float64 {
+	if b.RPS() == 0 {
 		return 0
 	}
-	return r.Svc.RPS() / r.Base.RPS()
+	return a.RPS() / b.RPS()
 }
 
-// Targets of the issue, in the benchmark, never as timed tests.
+// ratio is the service's throughput over the hand-written SQL's: what the targets are about.
+func (r row) ratio() float64 { return ratio(r.Svc, r.Hand) }
+
+// ratioCaptured is the service's throughput over its own SQL's: the service's own overhead. The
+// two ratios together separate it from the quality of the service's SQL.
+func (r row) ratioCaptured() float64 { return ratio(r.Svc, r.Capt) }
+
+// Targets of issue 11 with the cache off (and the earlier export and patients targets), in the
+// benchmark, never as timed tests; every ratio is against the hand-written SQL.
 const (
-	heavyRatio   = 0.9 // database work over 10 ms: service throughput / baseline
-	lightRatio   = 0.5 // records_count of one station, station_resources, at concurrency 16
-	lightConc    = 16
-	exportRatio  = 0.8 // export / psql \copy
+	heavyRatio   = 0.9 // database work over 10 ms: service throughput / hand-written SQL, any concurrency
+	lightRatio   = 0.5 // records_count of one station, station_resources, resources, at concurrency 1
+	lightConc    = 1
+	exportRatio  = 0.8 // export / psql \copy of the hand-written SELECT
 	exportRSS    = 100 << 20
 	patientsRSS  = 150 << 20 // patients with 200,000 rows
 	patientsRows = 200_000
@@ -57,7 +66,7 @@ func (r *row) judge() {
 		return "MISSED"
 	}
 	switch {
-	case r.Svc.Errors > 0 || r.Base.Errors > 0:
+	case r.Svc.Errors > 0 || r.Hand.Errors > 0 || r.Capt.Errors > 0:
 		r.Target, r.Verdict = "no errors", "ERRORS"
 	case r.W.isExport():
 		r.Target = fmt.Sprintf("≥ %.2f, RSS < %d MB", exportRatio, exportRSS>>20)
@@ -213,9 +222,11 @@ func render(e environment, o options, sets []*dataSet, rows []row) string {
 	p("Machine: %s, %d cores, %.0f GiB memory, %s; %s; PostgreSQL %s (throwaway cluster: %s). "+
 		"The service, the database and the load driver share the machine; other processes used %.0f%% of its processor time while the benchmark measured.\n\n",
 		e.CPU, e.Cores, e.MemGiB, e.Kernel, e.Go, e.Postgres, e.Settings, 100*e.OtherCPU)
-	p("Each line: closed loop with c workers; after %s warm-up each, service and baseline are measured for %s each, in up to %d alternating slices "+
-		"(requests in flight at a slice's end awaited); the service is restarted for each line. Ratio = service req/s ÷ baseline req/s. "+
-		"Baseline: the same SQL and parameters through pgx (the export: `psql \\copy` of the same COPY). "+
+	p("Each line: closed loop with c workers; each side warmed up (one request, then %s at c workers when a request is shorter), then measured for %s, "+
+		"in up to %d slices alternating service, hand-written SQL and captured SQL (requests in flight at a slice's end awaited); the service is restarted for each line. "+
+		"**Hand-written**: the SQL a DBA would type for the same question, values in the text, simple protocol, every row read (the export: `psql \\copy` of that SELECT); "+
+		"checked before measuring to give the service's answer. **Captured**: the statements and parameters the service sent, through a pgx pool configured as the service's "+
+		"(the export: `psql \\copy` of the service's COPY). **×hand** = service req/s ÷ hand-written req/s (the targets' ratio); **×capt** = service req/s ÷ captured req/s. "+
 		"CPU/req: the service process's CPU time per request.\n\n", o.warmup, o.duration, o.rounds)
 	for _, s := range sets {
 		if s.RSSOnly {
@@ -223,8 +234,8 @@ func render(e environment, o options, sets []*dataSet, rows []row) string {
 		} else {
 			p("### %s records (%s patients)\n\n", count(s.Records), count(int(s.Patients)))
 		}
-		p("| Workload | c | Service req/s | p50 ms | p99 ms | Baseline req/s | p50 ms | p99 ms | Ratio | CPU/req ms | Peak RSS MB | Target | |\n")
-		p("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|---|\n")
+		p("| Workload | c | Service req/s | p50 ms | p99 ms | Hand-written req/s | p50 ms | p99 ms | Captured req/s | p50 ms | ×hand | ×capt | CPU/req ms | Peak RSS MB | Target | |\n")
+		p("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|---|\n")
 		for _, r := range rows {
 			if r.Set != s {
 				continue
@@ -233,12 +244,13 @@ func render(e environment, o options, sets []*dataSet, rows []row) string {
 			if r.Svc.Requests > 0 {
 				cpu = float64(r.SvcCPU.Microseconds()) / 1000 / float64(r.Svc.Requests)
 			}
-			p("| %s | %d | %s | %s | %s | %s | %s | %s | %.2f | %.2f | %.0f | %s | %s |\n",
-				r.W.Name, r.Conc, rps(r.Svc.RPS()), ms(r.Svc.P50), ms(r.Svc.P99), rps(r.Base.RPS()), ms(r.Base.P50), ms(r.Base.P99),
-				r.ratio(), cpu, mb(r.PeakRSS), dash(r.Target), verdict(r.Verdict))
-			for _, m := range []measurement{r.Svc, r.Base} {
+			p("| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %.2f | %.2f | %.2f | %.0f | %s | %s |\n",
+				r.W.Name, r.Conc, rps(r.Svc.RPS()), ms(r.Svc.P50), ms(r.Svc.P99), rps(r.Hand.RPS()), ms(r.Hand.P50), ms(r.Hand.P99),
+				rps(r.Capt.RPS()), ms(r.Capt.P50), r.ratio(), r.ratioCaptured(), cpu, mb(r.PeakRSS), dash(r.Target), verdict(r.Verdict))
+			for i, m := range []measurement{r.Svc, r.Hand, r.Capt} {
 				if m.Errors > 0 {
-					p("| | | %d errors: %s | | | | | | | | | | |\n", m.Errors, strings.ReplaceAll(fmt.Sprint(m.FirstErr), "|", "/"))
+					p("| | | %s: %d errors: %s | | | | | | | | | | | | | |\n", []string{"service", "hand-written", "captured"}[i], m.Errors,
+						strings.ReplaceAll(fmt.Sprint(m.FirstErr), "|", "/"))
 				}
 			}
 		}
@@ -284,22 +296,19 @@ func verdict(v string) string {
 	return v
 }
 
-const (
-	beginMarker = "<!-- results:begin -->"
-	endMarker   = "<!-- results:end -->"
-)
-
-// replaceSection puts md between the markers of the file at path.
-func replaceSection(path, md string) error {
+// replaceSection puts md between the markers <!-- name:begin --> and <!-- name:end --> of the
+// file at path.
+func replaceSection(path, name, md string) error {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return err
 	}
 	s := string(b)
-	i, j := strings.Index(s, beginMarker), strings.Index(s, endMarker)
+	begin, end := "<!-- "+name+":begin -->", "<!-- "+name+":end -->"
+	i, j := strings.Index(s, begin), strings.Index(s, end)
 	if i < 0 || j < i {
-		return fmt.Errorf("%s: no %s ... %s section", path, beginMarker, endMarker)
+		return fmt.Errorf("%s: no %s ... %s section", path, begin, end)
 	}
-	s = s[:i+len(beginMarker)] + "\n" + md + s[j:]
+	s = s[:i+len(begin)] + "\n" + md + s[j:]
 	return os.WriteFile(path, []byte(s), 0o644)
 }

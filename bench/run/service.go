@@ -56,14 +56,14 @@ const apiKey = "bench-key-0123456789abcdef0123456789abcdef"
 
 // startService runs the binary against db with the shipped defaults, except what a benchmark
 // on one machine needs: loopback, a key, no TLS to the database, no metrics exporter (the
-// default, OTLP, would push to a collector that is not there), logs in a temporary folder.
-// extraEnv (NAME=value) comes last and wins.
-func startService(bin, workDir string, db dbTarget, profiling bool) (*service, error) {
+// default, OTLP, would push to a collector that is not there), logs in a temporary folder, and,
+// above 1,000,000 records, timeouts that grow with the data (scaledTimeouts).
+func startService(bin, workDir string, db dbTarget, records int, profiling bool) (*service, error) {
 	port, err := pgtest.FreePort()
 	if err != nil {
 		return nil, err
 	}
-	var extraEnv []string
+	extraEnv := scaledTimeouts(records)
 	pprofURL := ""
 	if profiling {
 		pp, err := pgtest.FreePort()
@@ -112,6 +112,29 @@ func startService(bin, workDir string, db dbTarget, profiling bool) (*service, e
 			return nil, fmt.Errorf("the service did not become healthy:\n%s", lw.String())
 		}
 		time.Sleep(25 * time.Millisecond)
+	}
+}
+
+// The shipped timeouts (platform/config) are sized for a database of about 1,000,000 records.
+// With 10 times the records, sixteen concurrent requests of a year of data take minutes, not
+// seconds: a benchmark measures how long they take instead of failing them. Up to 1,000,000
+// records the service runs with the shipped values.
+const (
+	statementTimeout = 30 * time.Second  // LIMITS__STATEMENT_TIMEOUT
+	requestTimeout   = 60 * time.Second  // LIMITS__REQUEST_TIMEOUT
+	exportTimeout    = 600 * time.Second // LIMITS__EXPORT_TIMEOUT
+	poolTimeout      = 30 * time.Second  // DATABASE__POOL_TIMEOUT
+)
+
+func scaledTimeouts(records int) []string {
+	f := time.Duration((records + 999_999) / 1_000_000)
+	if f <= 1 {
+		return nil
+	}
+	secs := func(d time.Duration) string { return strconv.Itoa(int((d * f).Seconds())) }
+	return []string{
+		"LIMITS__STATEMENT_TIMEOUT=" + secs(statementTimeout), "LIMITS__REQUEST_TIMEOUT=" + secs(requestTimeout),
+		"LIMITS__EXPORT_TIMEOUT=" + secs(exportTimeout), "DATABASE__POOL_TIMEOUT=" + secs(poolTimeout),
 	}
 }
 
