@@ -10,6 +10,7 @@ import (
 
 	"github.com/emsanalytics/emsquery/platform/apierr"
 	"github.com/emsanalytics/emsquery/platform/database"
+	"github.com/emsanalytics/emsquery/platform/keyset"
 )
 
 // Repository reads dim_patient and fact_oxygen.
@@ -19,15 +20,16 @@ type Repository struct {
 
 func NewRepository(db *database.DB) *Repository { return &Repository{db: db} }
 
-// patientsSQL reads dim_patient for Patients and EachPatient. weight is read as float8: the
-// database converts numeric to float8 exactly as pgx would (correctly rounded from the
-// decimal), and decoding numeric in Go costs more than the rest of the row together.
-const patientsSQL = `SELECT sk_patient, age, date_of_birth, gender, weight::float8 FROM dim_patient ORDER BY sk_patient`
+// patientsSQL reads a page (keyset.Page.Args) of dim_patient for Patients and EachPatient.
+// weight is read as float8: the database converts numeric to float8 exactly as pgx would
+// (correctly rounded from the decimal), and decoding numeric in Go costs more than the rest of
+// the row together.
+const patientsSQL = `SELECT sk_patient, age, date_of_birth, gender, weight::float8 FROM dim_patient WHERE sk_patient > $1 ORDER BY sk_patient LIMIT $2`
 
-// EachPatient reads every dim_patient row ordered by sk_patient, as Patients does, and hands
-// each to fn without keeping it: the Patient and what it points to are reused for the next row.
-// It returns false when fn refused a row; the rows after it are read but not handed on.
-func (r *Repository) EachPatient(ctx context.Context, fn func(*Patient) bool) (bool, error) {
+// EachPatient reads the dim_patient rows of page ordered by sk_patient, as Patients does, and
+// hands each to fn without keeping it: the Patient and what it points to are reused for the next
+// row. It returns false when fn refused a row; the rows after it are read but not handed on.
+func (r *Repository) EachPatient(ctx context.Context, page keyset.Page, fn func(*Patient) bool) (bool, error) {
 	var (
 		sk      int64
 		age     pgtype.Int4
@@ -42,7 +44,7 @@ func (r *Repository) EachPatient(ctx context.Context, fn func(*Patient) bool) (b
 		ok      = true
 	)
 	dest := []any{&sk, &age, &born, &gender, &weight} // one slice for all rows, not one per Scan
-	_, err := database.Collect(ctx, r.db, "patients", patientsSQL, nil, func(row pgx.CollectableRow) (struct{}, error) {
+	_, err := database.Collect(ctx, r.db, "patients", patientsSQL, page.Args(), func(row pgx.CollectableRow) (struct{}, error) {
 		if err := row.Scan(dest...); err != nil || !ok {
 			return struct{}{}, err
 		}
@@ -62,8 +64,8 @@ func (r *Repository) EachPatient(ctx context.Context, fn func(*Patient) bool) (b
 	return ok, err
 }
 
-// Patients returns every dim_patient row ordered by sk_patient.
-func (r *Repository) Patients(ctx context.Context) ([]Patient, error) {
+// Patients returns the dim_patient rows of page ordered by sk_patient.
+func (r *Repository) Patients(ctx context.Context, page keyset.Page) ([]Patient, error) {
 	const q = patientsSQL
 	var (
 		ages    slab[int32]
@@ -78,7 +80,7 @@ func (r *Repository) Patients(ctx context.Context) ([]Patient, error) {
 		weight pgtype.Float8
 	)
 	dest := []any{&sk, &age, &born, &gender, &weight}
-	return database.Collect(ctx, r.db, "patients", q, nil, func(row pgx.CollectableRow) (Patient, error) {
+	return database.Collect(ctx, r.db, "patients", q, page.Args(), func(row pgx.CollectableRow) (Patient, error) {
 		if err := row.Scan(dest...); err != nil {
 			return Patient{}, err
 		}
@@ -154,13 +156,13 @@ next:
 	return cols, nil
 }
 
-// oxygensSQL reads fact_oxygen for Oxygens and EachOxygen; flow_rate as float8, as patientsSQL
-// reads weight.
-const oxygensSQL = `SELECT sk_oxygen, record_id, route, flow_rate::float8, administered_at FROM fact_oxygen ORDER BY sk_oxygen`
+// oxygensSQL reads a page of fact_oxygen for Oxygens and EachOxygen; flow_rate as float8, as
+// patientsSQL reads weight.
+const oxygensSQL = `SELECT sk_oxygen, record_id, route, flow_rate::float8, administered_at FROM fact_oxygen WHERE sk_oxygen > $1 ORDER BY sk_oxygen LIMIT $2`
 
-// EachOxygen reads every fact_oxygen row ordered by sk_oxygen, as Oxygens does without
+// EachOxygen reads the fact_oxygen rows of page ordered by sk_oxygen, as Oxygens does without
 // distinct fields, and hands each to fn as EachPatient does.
-func (r *Repository) EachOxygen(ctx context.Context, fn func(*Oxygen) bool) (bool, error) {
+func (r *Repository) EachOxygen(ctx context.Context, page keyset.Page, fn func(*Oxygen) bool) (bool, error) {
 	var (
 		sk, record   pgtype.Int8
 		route        rawText
@@ -174,7 +176,7 @@ func (r *Repository) EachOxygen(ctx context.Context, fn func(*Oxygen) bool) (boo
 		ok           = true
 	)
 	dest := []any{&sk, &record, &route, &flow, &at}
-	_, err := database.Collect(ctx, r.db, "oxygens", oxygensSQL, nil, func(row pgx.CollectableRow) (struct{}, error) {
+	_, err := database.Collect(ctx, r.db, "oxygens", oxygensSQL, page.Args(), func(row pgx.CollectableRow) (struct{}, error) {
 		if err := row.Scan(dest...); err != nil || !ok {
 			return struct{}{}, err
 		}
@@ -197,13 +199,14 @@ func (r *Repository) EachOxygen(ctx context.Context, fn func(*Oxygen) bool) (boo
 	return ok, err
 }
 
-// Oxygens returns every fact_oxygen row ordered by sk_oxygen when cols is empty; otherwise one
-// row per distinct combination of the columns cols (indexes into oxygenColumns, from
-// parseOxygenColumns) ordered by them, NULL last, the other columns NULL.
-func (r *Repository) Oxygens(ctx context.Context, cols []int) ([]Oxygen, error) {
-	sql := oxygensSQL
+// Oxygens returns the fact_oxygen rows of page ordered by sk_oxygen when cols is empty;
+// otherwise one row per distinct combination of the columns cols (indexes into oxygenColumns,
+// from parseOxygenColumns) ordered by them, NULL last, the other columns NULL (page is then
+// keyset.All).
+func (r *Repository) Oxygens(ctx context.Context, cols []int, page keyset.Page) ([]Oxygen, error) {
+	sql, args := oxygensSQL, page.Args()
 	if len(cols) > 0 {
-		sql = distinctOxygenSQL(cols)
+		sql, args = distinctOxygenSQL(cols), nil
 	}
 	var (
 		ints   slab[int64]
@@ -217,7 +220,7 @@ func (r *Repository) Oxygens(ctx context.Context, cols []int) ([]Oxygen, error) 
 		at         pgtype.Timestamp
 	)
 	dest := []any{&sk, &record, &route, &flow, &at}
-	return database.Collect(ctx, r.db, "oxygens", sql, nil, func(row pgx.CollectableRow) (Oxygen, error) {
+	return database.Collect(ctx, r.db, "oxygens", sql, args, func(row pgx.CollectableRow) (Oxygen, error) {
 		var o Oxygen
 		if err := row.Scan(dest...); err != nil {
 			return o, err

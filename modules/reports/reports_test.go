@@ -473,7 +473,7 @@ func TestLookupsColumns(t *testing.T) {
 	for _, v := range data.Enum.EnumValues {
 		operators = append(operators, v.Name)
 	}
-	if len(data.Columns) != 12 || len(operators) != 5 {
+	if len(data.Columns) != 12 || len(operators) != 11 {
 		t.Fatalf("got %d columns and %d operators: %s", len(data.Columns), len(operators), js(data))
 	}
 	// The record's own columns come first where a name exists in several tables (station_id).
@@ -504,8 +504,12 @@ WHERE table_schema = current_schema() AND table_name = $1`, tbl.name)
 		if sqlType[c.Type] != exprs[c.Name+" type"] {
 			t.Errorf("column %s: type %s, the database says %s", c.Name, c.Type, exprs[c.Name+" type"])
 		}
-		if !slices.Equal(c.Operators, operators) {
-			t.Errorf("column %s: operators %v, want every FilterOperator %v", c.Name, c.Operators, operators)
+		want := operators
+		if c.Type != "TEXT" {
+			want = slices.DeleteFunc(slices.Clone(operators), func(o string) bool { return o == "CONTAINS" })
+		}
+		if !slices.Equal(c.Operators, want) {
+			t.Errorf("column %s: operators %v, want %v", c.Name, c.Operators, want)
 		}
 		var value string
 		q := `SELECT ` + expr + `::text FROM ` + recordsFrom + ` WHERE ` + expr + ` IS NOT NULL ORDER BY r.record_id LIMIT 1`
@@ -524,6 +528,24 @@ WHERE table_schema = current_schema() AND table_name = $1`, tbl.name)
 		r.DataInto(t, &got)
 		if got.MainReport.Total != n || n == 0 {
 			t.Errorf("filter %s EQUALS %q: total %d, want %d", c.Name, value, got.MainReport.Total, n)
+		}
+		// Exactly the listed operators are accepted: each with what it takes.
+		for _, op := range operators {
+			f := map[string]any{"column": c.Name, "operator": op}
+			switch op {
+			case "IN", "NOT_IN":
+				f["values"] = []string{value}
+			case "IS_NULL", "IS_NOT_NULL":
+			default:
+				f["value"] = value
+			}
+			r := e.svc.GraphQL(t, "/serve/graphql", `query($f: [Filter!]) { main_report(start_date: "2000-01-01", end_date: "2030-12-31", filters: $f) { total } }`,
+				map[string]any{"f": []any{f}})
+			if listed := slices.Contains(c.Operators, op); listed != (len(r.Errors) == 0) {
+				t.Errorf("column %s, operator %s: listed %v, answer %s", c.Name, op, listed, r.Raw)
+			} else if !listed && (r.Errors[0].Code() != "BAD_USER_INPUT" || !strings.Contains(r.Errors[0].Message, "filters[0] ("+op+")")) {
+				t.Errorf("column %s, operator %s: %s", c.Name, op, r.Raw)
+			}
 		}
 	}
 }

@@ -24,8 +24,8 @@ func mustColumns(t *testing.T, names ...string) []Column {
 // parameters.
 func TestPerColumnSQLShape(t *testing.T) {
 	f := RecordFilter{StartDate: "2024-03-01", EndDate: "2024-03-31", UseOr: true, Filters: []Filter{
-		{Column: "station", Value: "' OR 1=1 --", Operator: Equals},
-		{Column: "distance", Value: "9.5", Operator: GreaterThan},
+		{Column: "station", Value: ptr("' OR 1=1 --"), Operator: Equals},
+		{Column: "distance", Value: ptr("9.5"), Operator: GreaterThan},
 	}}
 	for _, branch := range []string{distinctBranch, uniqueBranch} {
 		q, args, err := perColumnSQL(mustColumns(t, "distance", "station", "occurred_at", "transported"), f, branch)
@@ -84,11 +84,11 @@ func TestStatementsOnPostgres(t *testing.T) {
 	defer conn.Close(ctx)
 
 	f := RecordFilter{StartDate: "2024-03-01", EndDate: "2024-03-31", Filters: []Filter{
-		{Column: "distance", Value: "9.5", Operator: GreaterThanOrEqual},
-		{Column: "occurred_at", Value: "2024-03-01 00:00:00", Operator: GreaterThan},
-		{Column: "transported", Value: "TRUE", Operator: Equals},
-		{Column: "age", Value: "18", Operator: GreaterThan},
-		{Column: "callsign", Value: "AMB 1-2", Operator: LessThanOrEqual},
+		{Column: "distance", Value: ptr("9.5"), Operator: GreaterThanOrEqual},
+		{Column: "occurred_at", Value: ptr("2024-03-01 00:00:00"), Operator: GreaterThan},
+		{Column: "transported", Value: ptr("TRUE"), Operator: Equals},
+		{Column: "age", Value: ptr("18"), Operator: GreaterThan},
+		{Column: "callsign", Value: ptr("AMB 1-2"), Operator: LessThanOrEqual},
 	}}
 	cols := Columns()
 	for _, branch := range []string{distinctBranch, uniqueBranch} {
