@@ -157,7 +157,7 @@ func FuzzArrayLiteral(f *testing.F) {
 }
 
 // readLiteral reads one string literal at the start of sql as PostgreSQL's lexer does with
-// standard_conforming_strings on: '...' with '' for a quote, or E'...' with backslash escapes
+// standard_conforming_strings on: '...' with ” for a quote, or E'...' with backslash escapes
 // (the writer uses only \\ and \' there). It returns the literal's text and what follows.
 func readLiteral(sql string) (text, rest string, err error) {
 	sql = strings.TrimLeft(sql, " ")

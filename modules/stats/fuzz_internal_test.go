@@ -232,7 +232,7 @@ var (
 	placeholderRE = regexp.MustCompile(`\$([0-9]+)(::([a-z0-9]+(\[\])?))?`)
 	// sqlLiterals are the string literals the templates hold: date_trunc's units.
 	sqlLiterals = []string{"'hour'", "'day'", "'week'", "'month'", "'quarter'", "'year'"}
-	wordRE        = regexp.MustCompile(`[A-Za-z_][A-Za-z_0-9.]*`)
+	wordRE      = regexp.MustCompile(`[A-Za-z_][A-Za-z_0-9.]*`)
 	// sqlWords are the words of the statement templates (SQL keywords, functions, the tables,
 	// their aliases and keys, the CTE's names, casts); cN (the CTE's columns) comes on top.
 	sqlWords = strings.Fields(`WITH AS SELECT FROM WHERE ORDER BY GROUP UNION ALL OVER ASC DESC NULLS LAST AND OR LEFT JOIN ON
