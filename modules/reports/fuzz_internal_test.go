@@ -157,8 +157,9 @@ func FuzzArrayLiteral(f *testing.F) {
 }
 
 // readLiteral reads one string literal at the start of sql as PostgreSQL's lexer does with
-// standard_conforming_strings on: '...' with ” for a quote, or E'...' with backslash escapes
-// (the writer uses only \\ and \' there). It returns the literal's text and what follows.
+// standard_conforming_strings on: '...' where a doubled quote stands for a quote, or E'...' with
+// backslash escapes (the writer uses only those of a backslash and a quote). It returns the
+// literal's text and what follows.
 func readLiteral(sql string) (text, rest string, err error) {
 	sql = strings.TrimLeft(sql, " ")
 	escape := strings.HasPrefix(sql, "E'")

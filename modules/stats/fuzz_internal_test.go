@@ -319,3 +319,117 @@ func contains(words []string, w string) bool {
 }
 
 func ptr(s string) *string { return &s }
+
+// FuzzSeriesSQL: record_series' arguments (any dates, bucket name, group_by name, filters and
+// points limit) give a BAD_USER_INPUT or a statement whose identifiers are the catalog's and
+// whose values are all parameters; the bucket count and the first and last bucket agree with
+// the calendar, counted day by day.
+func FuzzSeriesSQL(f *testing.F) {
+	f.Add("2024-12-28", "2025-01-10", "WEEK", "", false, "", uint16(50000))
+	f.Add("2024-02-27", "2024-03-02", "DAY", "station", true, "station\tIN\tl:Central\tl:x\nage\tIS_NULL", uint16(100))
+	f.Add("2024-03-15", "2024-06-10", "MONTH", "distance", false, "municipality\tCONTAINS\tv:%_", uint16(3))
+	f.Add("2024-02-15", "2025-01-10", "QUARTER", "callsign", false, "", uint16(10))
+	f.Add("0001-01-01", "9999-12-31", "HOUR", "", false, "", uint16(65535))
+	f.Add("2024-03-01", "2024-03-31", "HOUR_OF_DAY", "occurred_at", true, "", uint16(24))
+	f.Add("2024-03-01", "2024-03-31", "DAY_OF_WEEK", `station"; --`, false, "", uint16(100))
+	f.Add("2024-03-01", "2024-03-31", "FORTNIGHT", "", false, "", uint16(100))
+	f.Fuzz(func(t *testing.T, start, end, bucket, groupBy string, useOr bool, spec string, maxPoints uint16) {
+		lim := Limits{Columns: 20, Filters: 50, FilterValues: 1000, SeriesPoints: int(maxPoints)}
+		req := SeriesRequest{Records: RecordFilter{StartDate: start, EndDate: end, UseOr: useOr, Filters: fuzzFilters(spec)}, Bucket: TimeBucket(bucket)}
+		if groupBy != "" {
+			req.GroupBy = &groupBy
+		}
+		st, err := buildSeries(req, lim)
+		if err != nil {
+			wantBadInput(t, err)
+			return
+		}
+		checkSQL(t, st.sql, st.args, 1)
+		if st.buckets > int64(maxPoints) || st.buckets < 1 {
+			t.Fatalf("%d buckets accepted with a limit of %d", st.buckets, maxPoints)
+		}
+		if (st.group != nil) != (groupBy != "") || (st.group != nil && st.group.Name != groupBy) {
+			t.Fatalf("group_by %q became %#v", groupBy, st.group)
+		}
+		if st.bucket.cyclic() {
+			return
+		}
+		from, _ := ParseDate("start_date", start)
+		to, _ := ParseDate("end_date", end)
+		first, last, _ := st.bucket.span(from, to)
+		if to.Sub(from) > 2000*24*time.Hour {
+			return
+		}
+		// Every hour of every day in the range, truncated: the buckets that overlap it.
+		seen := map[time.Time]bool{}
+		for d := from; !d.After(to); d = d.AddDate(0, 0, 1) {
+			for h := 0; h < 24; h++ {
+				seen[st.bucket.truncate(d.Add(time.Duration(h)*time.Hour))] = true
+			}
+		}
+		if int64(len(seen)) != st.buckets || !seen[first] || !seen[last] || first.After(last) {
+			t.Fatalf("%s %s..%s: %d buckets from %s to %s; the calendar has %d", bucket, start, end, st.buckets, first, last, len(seen))
+		}
+		if first != st.bucket.truncate(from) || last != st.bucket.truncate(to.Add(23*time.Hour)) {
+			t.Fatalf("%s %s..%s: first %s, last %s", bucket, start, end, first, last)
+		}
+	})
+}
+
+// FuzzStatsSQL: record_stats' arguments (measure, group_by list, bucket, percentiles, target,
+// filters) give a BAD_USER_INPUT or a statement with catalog identifiers and parameters only.
+func FuzzStatsSQL(f *testing.F) {
+	f.Add("response_time_s", "station", "MONTH", "0.5,0.9", 720.0, true, "")
+	f.Add("distance", "transported,degree_of_urgency,transported", "", "", 9.5, false, "station\tNOT_IN\tl:a")
+	f.Add("age", "", "DAY_OF_WEEK", "0,1,0.333", -1.0, true, "gender\tIS_NOT_NULL")
+	f.Add("station", "", "", "", 0.0, false, "")
+	f.Add("response_time_s", "nope", "WEEK", "1.5", 0.0, false, "")
+	f.Add("distance", "", "", "0,0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8,0.9,1", 0.0, false, "")
+	f.Add("distance", "", "", "-", 0.0, false, "")
+	f.Fuzz(func(t *testing.T, measure, groupBy, bucket, percentiles string, target float64, hasTarget bool, spec string) {
+		req := StatsRequest{Records: RecordFilter{StartDate: "2024-01-01", EndDate: "2024-12-31", Filters: fuzzFilters(spec)},
+			Measure: measure, Want: AllFigures}
+		if groupBy != "" {
+			req.GroupBy = strings.Split(groupBy, ",")
+		}
+		if bucket != "" {
+			b := TimeBucket(bucket)
+			req.Bucket = &b
+		}
+		if percentiles == "-" {
+			req.Percentiles = []float64{}
+		} else if percentiles != "" {
+			for _, p := range strings.Split(percentiles, ",") {
+				v, err := strconv.ParseFloat(p, 64)
+				if err != nil {
+					return
+				}
+				req.Percentiles = append(req.Percentiles, v)
+			}
+		}
+		if hasTarget {
+			req.Target = &target
+		}
+		st, err := buildStats(req, Limits{Columns: 3, Filters: 50, FilterValues: 1000})
+		if err != nil {
+			wantBadInput(t, err)
+			return
+		}
+		checkSQL(t, st.sql, st.args, 1)
+		m, _ := LookupColumn(measure)
+		if m.Type != TypeInteger && m.Type != TypeNumeric {
+			t.Fatalf("measure %s (%s) accepted", measure, m.Type)
+		}
+		if len(st.percentiles) > maxPercentiles || (req.Percentiles == nil && len(st.percentiles) != 2) {
+			t.Fatalf("percentiles %v", st.percentiles)
+		}
+		for _, p := range st.percentiles {
+			if p < 0 || p > 1 {
+				t.Fatalf("percentile %v accepted", p)
+			}
+		}
+		if len(st.groups) > 3 || len(req.GroupBy) > 3 {
+			t.Fatalf("group_by %v accepted with LIMITS__MAX_COLUMNS=3", req.GroupBy)
+		}
+	})
+}
