@@ -240,9 +240,9 @@ var (
 		fact_record dim_resource dim_patient r res p r.sk_resource res.sk_resource r.sk_patient p.sk_patient r.occurred_at
 		m u ord k n value
 		IS NOT NULL ANY strpos lower
-		MATERIALIZED CROSS LATERAL OFFSET true coalesce dense_rank min max avg generate_series date_trunc extract
+		MATERIALIZED CROSS LATERAL OFFSET true coalesce min max avg generate_series date_trunc extract
 		interval float8 percentile_cont WITHIN FILTER hour isodow month
-		b v x c g g.b c.b c.k c.n vals vals.k vals.v t t.nv nv p.b p.v p.n p.k`)
+		b v c g g.b c.b c.v c.n vals vals.v t t.nv nv p.b p.v p.n DISTINCT sum u.b u.v u.n`)
 	cteColumnRE = regexp.MustCompile(`^c[0-9]+$`)
 	// castTypes maps each cast to the Go type of the parameter behind it.
 	castTypes = map[string]func(any) bool{

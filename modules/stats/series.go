@@ -42,26 +42,30 @@ type seriesStatement struct {
 // column, never inside a function), and put the counts on a generated series of every bucket,
 // so that a bucket without records is there with 0.
 //
-// With group_by, the values that occur get their rank k in the column's own order (NULL
-// last; dense_rank puts NULLs together), so that the gap filling joins on (bucket, k) by hash
-// and the answer is ordered by k. The number of values decides whether the answer fits
-// LIMITS__MAX_SERIES_POINTS: t.nv comes first, and the points are computed only when nv times
-// the number of buckets is within the limit (the LATERAL subquery's WHERE refers to t alone, so
-// the planner makes it a one-time filter, and OFFSET 0 keeps the subquery from being merged
-// into the outer query). A refused answer is one row with nv and NULLs.
+// With group_by, the gaps are filled by adding a 0 for every bucket and every value that occurs
+// (vals) to the counts and grouping again: GROUP BY treats NULL as one value and orders by the
+// column's own type, where a join on the value would need IS NOT DISTINCT FROM, which the
+// planner can neither hash nor merge. (It also keeps the planner's estimates, and so its JIT
+// effort, small: it cannot know how few groups the counts have.) The number of values decides
+// whether the answer fits LIMITS__MAX_SERIES_POINTS: t.nv comes first, and the points are
+// computed only when nv times the number of buckets is within the limit (the LATERAL
+// subquery's WHERE refers to t alone, so the planner makes it a one-time filter, and OFFSET 0
+// keeps the subquery from being merged into the outer query). A refused answer is one row with
+// nv and NULLs.
 const (
 	seriesSQL = `WITH c AS (SELECT %[1]s AS b, count(*) AS n FROM %[2]s WHERE %[3]s GROUP BY 1)
 SELECT g.b, coalesce(c.n, 0) AS n FROM %[4]s AS g(b) LEFT JOIN c ON c.b = g.b ORDER BY g.b`
 
-	groupedSeriesSQL = `WITH c AS MATERIALIZED (SELECT b, v, n, dense_rank() OVER (ORDER BY v ASC NULLS LAST) AS k
-    FROM (SELECT %[1]s AS b, %[5]s AS v, count(*) AS n FROM %[2]s WHERE %[3]s GROUP BY 1, 2) AS x),
-  vals AS MATERIALIZED (SELECT k, min(v::text) AS v FROM c GROUP BY k)
-SELECT t.nv, p.b, p.v, p.n
+	groupedSeriesSQL = `WITH c AS MATERIALIZED (SELECT %[1]s AS b, %[5]s AS v, count(*) AS n FROM %[2]s WHERE %[3]s GROUP BY 1, 2),
+  vals AS MATERIALIZED (SELECT DISTINCT v FROM c)
+SELECT t.nv, p.b, p.v::text, p.n
 FROM (SELECT count(*) AS nv FROM vals) AS t
-LEFT JOIN LATERAL (SELECT g.b, vals.k, vals.v, coalesce(c.n, 0) AS n
-    FROM %[4]s AS g(b) CROSS JOIN vals LEFT JOIN c ON c.b = g.b AND c.k = vals.k
-    WHERE t.nv * %[6]s::bigint <= %[7]s::bigint OFFSET 0) AS p ON true
-ORDER BY p.b, p.k`
+LEFT JOIN LATERAL (SELECT u.b, u.v, sum(u.n)::bigint AS n
+    FROM (SELECT g.b, vals.v, 0::bigint AS n FROM %[4]s AS g(b) CROSS JOIN vals
+          UNION ALL SELECT c.b, c.v, c.n FROM c) AS u
+    WHERE t.nv * %[6]s::bigint <= %[7]s::bigint
+    GROUP BY u.b, u.v OFFSET 0) AS p ON true
+ORDER BY p.b, p.v ASC NULLS LAST`
 )
 
 // buildSeries validates req within lim and builds its statement. A calendar bucket count
