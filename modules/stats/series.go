@@ -84,7 +84,7 @@ func buildSeries(req SeriesRequest, lim Limits) (seriesStatement, error) {
 	start, _ := ParseDate("start_date", req.Records.StartDate)
 	end, _ := ParseDate("end_date", req.Records.EndDate)
 	st := seriesStatement{bucket: spec, buckets: spec.count(start, end)}
-	if err := lim.checkSeriesPoints(st.buckets, "buckets"); err != nil {
+	if err := lim.checkSeriesPoints(st.buckets, fmt.Sprintf("%d %s buckets", st.buckets, spec.b)); err != nil {
 		return seriesStatement{}, err
 	}
 	series := fmt.Sprintf("generate_series(%d, %d)", spec.min, spec.max)
@@ -148,7 +148,7 @@ func (r *Repository) RecordSeries(ctx context.Context, req SeriesRequest, lim Li
 	if err != nil {
 		return nil, err
 	}
-	if err := lim.checkSeriesPoints(values*st.buckets, fmt.Sprintf("%d buckets times %d values of %s", st.buckets, values, name)); err != nil {
+	if err := lim.checkSeriesPoints(values*st.buckets, fmt.Sprintf("%d %s buckets times %d values of %s", st.buckets, st.bucket.b, values, name)); err != nil {
 		return nil, err
 	}
 	out := points[:0]
