@@ -84,6 +84,13 @@ func buildSeries(req SeriesRequest, lim Limits) (seriesStatement, error) {
 	start, _ := ParseDate("start_date", req.Records.StartDate)
 	end, _ := ParseDate("end_date", req.Records.EndDate)
 	st := seriesStatement{bucket: spec, buckets: spec.count(start, end)}
+	if req.GroupBy != nil {
+		g, err := column("group_by", *req.GroupBy)
+		if err != nil {
+			return seriesStatement{}, err
+		}
+		st.group = &g
+	}
 	if err := lim.checkSeriesPoints(st.buckets, fmt.Sprintf("%d %s buckets", st.buckets, spec.b)); err != nil {
 		return seriesStatement{}, err
 	}
@@ -92,17 +99,12 @@ func buildSeries(req SeriesRequest, lim Limits) (seriesStatement, error) {
 		first, last, _ := spec.span(start, end)
 		series = "generate_series(" + args.Add(first) + "::timestamp, " + args.Add(last) + "::timestamp, " + args.Add(spec.step) + "::interval)"
 	}
-	if req.GroupBy == nil {
+	if st.group == nil {
 		st.sql = fmt.Sprintf(seriesSQL, spec.expr(), cond.From(), cond.SQL, series)
 		st.args = args
 		return st, nil
 	}
-	g, err := column("group_by", *req.GroupBy)
-	if err != nil {
-		return seriesStatement{}, err
-	}
-	st.group = &g
-	st.sql = fmt.Sprintf(groupedSeriesSQL, spec.expr(), cond.From(g), cond.SQL, series, g.Expr(),
+	st.sql = fmt.Sprintf(groupedSeriesSQL, spec.expr(), cond.From(*st.group), cond.SQL, series, st.group.Expr(),
 		args.Add(st.buckets), args.Add(int64(lim.SeriesPoints)))
 	st.args = args
 	return st, nil
