@@ -23,7 +23,8 @@ test-deps:
 # Every test, against real PostgreSQL clusters the tests start themselves, then a brief run of
 # each fuzz target, package:target (their seed corpora in testdata/fuzz/ run with the tests too).
 FUZZ_TARGETS := modules/stats:FuzzConvert modules/stats:FuzzCompile modules/stats:FuzzPerColumnSQL \
-	modules/reports:FuzzExportQuery
+	modules/stats:FuzzSeriesSQL modules/stats:FuzzStatsSQL \
+	modules/reports:FuzzExportQuery modules/reports:FuzzArrayLiteral
 FUZZTIME ?= 6s
 
 test: test-deps

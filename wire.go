@@ -13,6 +13,7 @@ import (
 	"github.com/emsanalytics/emsquery/platform/auth"
 	"github.com/emsanalytics/emsquery/platform/config"
 	"github.com/emsanalytics/emsquery/platform/database"
+	"github.com/emsanalytics/emsquery/platform/keyset"
 	"github.com/emsanalytics/emsquery/platform/logging"
 	"github.com/emsanalytics/emsquery/platform/metrics"
 )
@@ -27,6 +28,7 @@ func initService(cfg *config.Config, svc metrics.Service) (*app.Server, func(), 
 		metrics.New,
 		database.Open,
 		auth.NewChecker,
+		keyset.NewMaxPage,
 		stats.ProviderSet,
 		resources.ProviderSet,
 		patients.ProviderSet,

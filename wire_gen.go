@@ -18,6 +18,7 @@ import (
 	"github.com/emsanalytics/emsquery/platform/auth"
 	"github.com/emsanalytics/emsquery/platform/config"
 	"github.com/emsanalytics/emsquery/platform/database"
+	"github.com/emsanalytics/emsquery/platform/keyset"
 	"github.com/emsanalytics/emsquery/platform/logging"
 	"github.com/emsanalytics/emsquery/platform/metrics"
 )
@@ -54,9 +55,10 @@ func initService(cfg *config.Config, svc metrics.Service) (*app.Server, func(), 
 	statsLimits := stats.NewLimits(limits)
 	resolver := stats.NewResolver(repository, statsLimits)
 	resourcesRepository := resources.NewRepository(db)
-	resourcesResolver := resources.NewResolver(resourcesRepository)
+	maxPage := keyset.NewMaxPage(cfg)
+	resourcesResolver := resources.NewResolver(resourcesRepository, maxPage)
 	patientsRepository := patients.NewRepository(db)
-	patientsResolver := patients.NewResolver(patientsRepository)
+	patientsResolver := patients.NewResolver(patientsRepository, maxPage)
 	gqlpublicResolver := &gqlpublic.Resolver{
 		Stats:     resolver,
 		Resources: resourcesResolver,

@@ -82,14 +82,24 @@ func (f *fakePublic) RecordsCount(_ context.Context, station *string) (*stats.Re
 	return &stats.RecordsCount{Count: math.MaxInt64}, nil
 }
 
-func (f *fakePublic) Resources(context.Context) ([]*resources.Resource, error) {
+func (f *fakePublic) RecordSeries(context.Context, string, string, stats.TimeBucket, *string, *bool, []*stats.Filter) ([]*stats.SeriesPoint, error) {
+	return []*stats.SeriesPoint{}, nil
+}
+
+func (f *fakePublic) RecordStats(context.Context, string, string, string, []string, *stats.TimeBucket, []float64, *float64, *bool, []*stats.Filter) ([]*stats.MeasureStats, error) {
+	return []*stats.MeasureStats{}, nil
+}
+
+func (f *fakePublic) Resources(context.Context, *int, *int) ([]*resources.Resource, error) {
 	return f.resources, f.err
 }
 func (f *fakePublic) StationResources(context.Context) ([]*resources.StationResources, error) {
 	return f.stations, f.err
 }
-func (f *fakePublic) Patients(context.Context) ([]*patients.Patient, error) { return f.patients, f.err }
-func (f *fakePublic) Oxygens(context.Context, []string) ([]*patients.Oxygen, error) {
+func (f *fakePublic) Patients(context.Context, *int, *int) ([]*patients.Patient, error) {
+	return f.patients, f.err
+}
+func (f *fakePublic) Oxygens(context.Context, []string, *int, *int) ([]*patients.Oxygen, error) {
 	return f.oxygens, f.err
 }
 
@@ -116,11 +126,11 @@ func stream[T any](ctx context.Context, rows []*T, err error) ([]*T, error) {
 	return rows, nil
 }
 
-func (f fakeStreaming) Patients(ctx context.Context) ([]*patients.Patient, error) {
+func (f fakeStreaming) Patients(ctx context.Context, _, _ *int) ([]*patients.Patient, error) {
 	return stream(ctx, f.patients, f.err)
 }
 
-func (f fakeStreaming) Oxygens(ctx context.Context, _ []string) ([]*patients.Oxygen, error) {
+func (f fakeStreaming) Oxygens(ctx context.Context, _ []string, _, _ *int) ([]*patients.Oxygen, error) {
 	return stream(ctx, f.oxygens, f.err)
 }
 

@@ -277,29 +277,54 @@ func sourceData(filename string) string {
 var sources = []*ast.Source{
 	{Name: "schema.graphqls", Input: sourceData("schema.graphqls"), BuiltIn: false},
 	{Name: "../../modules/stats/filter.graphqls", Input: `# Types shared by every endpoint that selects mission records with a date range and filters
-# (distinct_values and unique_counts here; the reporting endpoint may include this file alone).
+# (distinct_values, unique_counts, record_series and record_stats here; the reporting endpoints
+# include this file alone).
 
 """
-A condition on one queryable column: ` + "`" + `column operator value` + "`" + `. The value is a string (numbers
+A condition on one queryable column. The comparison operators take ` + "`" + `value` + "`" + `, a string (numbers
 too) converted to the column's type before comparing: "10" is greater than "9.5" for distance,
-"true"/"false" for booleans, "YYYY-MM-DD" or "YYYY-MM-DD HH:MM:SS" for occurred_at. A NULL in the
-record never matches.
+"true"/"false" for booleans, "YYYY-MM-DD" or "YYYY-MM-DD HH:MM:SS" for occurred_at. IN and
+NOT_IN take ` + "`" + `values` + "`" + `, a list of such strings; IS_NULL and IS_NOT_NULL take neither. A NULL in the
+record matches IS_NULL only. A filter without what its operator needs, or with what it does not
+take, is refused (BAD_USER_INPUT naming the filter's position and operator).
 """
 input Filter {
-  "A queryable column (see distinct_values)."
+  "A queryable column (see distinct_values; /lookups/graphql lists each with its operators)."
   column: String!
-  "The value to compare with, as a string."
-  value: String!
   operator: FilterOperator!
+  "The value to compare with, as a string: for every operator but IN, NOT_IN, IS_NULL and IS_NOT_NULL."
+  value: String
+  "The values of IN and NOT_IN: 1 to LIMITS__MAX_FILTER_VALUES (default 1000) strings, sent as one list."
+  values: [String!]
 }
 
-"How a filter compares the column with its value."
+"How a filter compares the column with its value or values."
 enum FilterOperator {
+  "The column equals value."
   EQUALS
+  "The column is greater than value (text by the database's collation, false before true)."
   GREATER_THAN
+  "The column is less than value."
   LESS_THAN
+  "The column is greater than or equal to value."
   GREATER_THAN_OR_EQUAL
+  "The column is less than or equal to value."
   LESS_THAN_OR_EQUAL
+  "The column is not NULL and differs from value."
+  NOT_EQUALS
+  "The column equals one of values."
+  IN
+  "The column is not NULL and equals none of values."
+  NOT_IN
+  "The column is NULL (neither value nor values)."
+  IS_NULL
+  "The column is not NULL (neither value nor values)."
+  IS_NOT_NULL
+  """
+  Text columns only: the column contains value as a substring, ignoring letter case; % _ and \
+  in value are plain characters.
+  """
+  CONTAINS
 }
 `, BuiltIn: false},
 	{Name: "../../modules/reports/lookups.graphqls", Input: `# The /lookups/graphql endpoint's fields: what the vendor reporting client fills its drop-down
@@ -2356,7 +2381,7 @@ func (ec *executionContext) unmarshalInputFilter(ctx context.Context, obj any) (
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"column", "value", "operator"}
+	fieldsInOrder := [...]string{"column", "operator", "value", "values"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -2370,13 +2395,6 @@ func (ec *executionContext) unmarshalInputFilter(ctx context.Context, obj any) (
 				return it, err
 			}
 			it.Column = data
-		case "value":
-			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("value"))
-			data, err := ec.unmarshalNString2string(ctx, v)
-			if err != nil {
-				return it, err
-			}
-			it.Value = data
 		case "operator":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("operator"))
 			data, err := ec.unmarshalNFilterOperator2githubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋstatsᚐFilterOperator(ctx, v)
@@ -2384,6 +2402,20 @@ func (ec *executionContext) unmarshalInputFilter(ctx context.Context, obj any) (
 				return it, err
 			}
 			it.Operator = data
+		case "value":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("value"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Value = data
+		case "values":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("values"))
+			data, err := ec.unmarshalOString2ᚕstringᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Values = data
 		}
 	}
 
@@ -3576,6 +3608,42 @@ func (ec *executionContext) marshalOBoolean2ᚖbool(ctx context.Context, sel ast
 	_ = ctx
 	res := graphql.MarshalBoolean(*v)
 	return res
+}
+
+func (ec *executionContext) unmarshalOString2ᚕstringᚄ(ctx context.Context, v any) ([]string, error) {
+	if v == nil {
+		return nil, nil
+	}
+	var vSlice []any
+	vSlice = graphql.CoerceList(v)
+	var err error
+	res := make([]string, len(vSlice))
+	for i := range vSlice {
+		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
+		res[i], err = ec.unmarshalNString2string(ctx, vSlice[i])
+		if err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+func (ec *executionContext) marshalOString2ᚕstringᚄ(ctx context.Context, sel ast.SelectionSet, v []string) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	ret := make(graphql.Array, len(v))
+	for i := range v {
+		ret[i] = ec.marshalNString2string(ctx, sel, v[i])
+	}
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
 }
 
 func (ec *executionContext) unmarshalOString2ᚖstring(ctx context.Context, v any) (*string, error) {

@@ -53,6 +53,24 @@ type ComplexityRoot struct {
 		Value  func(childComplexity int) int
 	}
 
+	GroupValue struct {
+		Column func(childComplexity int) int
+		Value  func(childComplexity int) int
+	}
+
+	MeasureStats struct {
+		Avg               func(childComplexity int) int
+		Bucket            func(childComplexity int) int
+		Count             func(childComplexity int) int
+		Group             func(childComplexity int) int
+		Max               func(childComplexity int) int
+		Measured          func(childComplexity int) int
+		Min               func(childComplexity int) int
+		Percentiles       func(childComplexity int) int
+		WithinTarget      func(childComplexity int) int
+		WithinTargetShare func(childComplexity int) int
+	}
+
 	Oxygen struct {
 		AdministeredAt func(childComplexity int) int
 		FlowRate       func(childComplexity int) int
@@ -69,12 +87,19 @@ type ComplexityRoot struct {
 		Weight      func(childComplexity int) int
 	}
 
+	Percentile struct {
+		P     func(childComplexity int) int
+		Value func(childComplexity int) int
+	}
+
 	Query struct {
 		DistinctValues   func(childComplexity int, columns []string, startDate string, endDate string, useOr *bool, filters []*stats.Filter) int
-		Oxygens          func(childComplexity int, distinctFields []string) int
-		Patients         func(childComplexity int) int
+		Oxygens          func(childComplexity int, distinctFields []string, limit *int, after *int) int
+		Patients         func(childComplexity int, limit *int, after *int) int
+		RecordSeries     func(childComplexity int, startDate string, endDate string, bucket stats.TimeBucket, groupBy *string, useOr *bool, filters []*stats.Filter) int
+		RecordStats      func(childComplexity int, startDate string, endDate string, measure string, groupBy []string, bucket *stats.TimeBucket, percentiles []float64, target *float64, useOr *bool, filters []*stats.Filter) int
 		RecordsCount     func(childComplexity int, station *string) int
-		Resources        func(childComplexity int) int
+		Resources        func(childComplexity int, limit *int, after *int) int
 		StationResources func(childComplexity int) int
 		UniqueCounts     func(childComplexity int, columns []string, startDate string, endDate string, useOr *bool, filters []*stats.Filter) int
 	}
@@ -91,6 +116,13 @@ type ComplexityRoot struct {
 		StationID  func(childComplexity int) int
 		ValidFrom  func(childComplexity int) int
 		ValidTo    func(childComplexity int) int
+	}
+
+	SeriesPoint struct {
+		Bucket func(childComplexity int) int
+		Column func(childComplexity int) int
+		Count  func(childComplexity int) int
+		Value  func(childComplexity int) int
 	}
 
 	StationResource struct {
@@ -111,13 +143,15 @@ type ComplexityRoot struct {
 }
 
 type QueryResolver interface {
+	RecordStats(ctx context.Context, startDate string, endDate string, measure string, groupBy []string, bucket *stats.TimeBucket, percentiles []float64, target *float64, useOr *bool, filters []*stats.Filter) ([]*stats.MeasureStats, error)
+	RecordSeries(ctx context.Context, startDate string, endDate string, bucket stats.TimeBucket, groupBy *string, useOr *bool, filters []*stats.Filter) ([]*stats.SeriesPoint, error)
 	DistinctValues(ctx context.Context, columns []string, startDate string, endDate string, useOr *bool, filters []*stats.Filter) ([]*stats.DistinctValue, error)
 	UniqueCounts(ctx context.Context, columns []string, startDate string, endDate string, useOr *bool, filters []*stats.Filter) ([]*stats.UniqueCount, error)
 	RecordsCount(ctx context.Context, station *string) (*stats.RecordsCount, error)
-	Resources(ctx context.Context) ([]*resources.Resource, error)
+	Resources(ctx context.Context, limit *int, after *int) ([]*resources.Resource, error)
 	StationResources(ctx context.Context) ([]*resources.StationResources, error)
-	Patients(ctx context.Context) ([]*patients.Patient, error)
-	Oxygens(ctx context.Context, distinctFields []string) ([]*patients.Oxygen, error)
+	Patients(ctx context.Context, limit *int, after *int) ([]*patients.Patient, error)
+	Oxygens(ctx context.Context, distinctFields []string, limit *int, after *int) ([]*patients.Oxygen, error)
 }
 
 type executableSchema struct {
@@ -151,6 +185,80 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.complexity.DistinctValue.Value(childComplexity), true
+
+	case "GroupValue.column":
+		if e.complexity.GroupValue.Column == nil {
+			break
+		}
+
+		return e.complexity.GroupValue.Column(childComplexity), true
+	case "GroupValue.value":
+		if e.complexity.GroupValue.Value == nil {
+			break
+		}
+
+		return e.complexity.GroupValue.Value(childComplexity), true
+
+	case "MeasureStats.avg":
+		if e.complexity.MeasureStats.Avg == nil {
+			break
+		}
+
+		return e.complexity.MeasureStats.Avg(childComplexity), true
+	case "MeasureStats.bucket":
+		if e.complexity.MeasureStats.Bucket == nil {
+			break
+		}
+
+		return e.complexity.MeasureStats.Bucket(childComplexity), true
+	case "MeasureStats.count":
+		if e.complexity.MeasureStats.Count == nil {
+			break
+		}
+
+		return e.complexity.MeasureStats.Count(childComplexity), true
+	case "MeasureStats.group":
+		if e.complexity.MeasureStats.Group == nil {
+			break
+		}
+
+		return e.complexity.MeasureStats.Group(childComplexity), true
+	case "MeasureStats.max":
+		if e.complexity.MeasureStats.Max == nil {
+			break
+		}
+
+		return e.complexity.MeasureStats.Max(childComplexity), true
+	case "MeasureStats.measured":
+		if e.complexity.MeasureStats.Measured == nil {
+			break
+		}
+
+		return e.complexity.MeasureStats.Measured(childComplexity), true
+	case "MeasureStats.min":
+		if e.complexity.MeasureStats.Min == nil {
+			break
+		}
+
+		return e.complexity.MeasureStats.Min(childComplexity), true
+	case "MeasureStats.percentiles":
+		if e.complexity.MeasureStats.Percentiles == nil {
+			break
+		}
+
+		return e.complexity.MeasureStats.Percentiles(childComplexity), true
+	case "MeasureStats.within_target":
+		if e.complexity.MeasureStats.WithinTarget == nil {
+			break
+		}
+
+		return e.complexity.MeasureStats.WithinTarget(childComplexity), true
+	case "MeasureStats.within_target_share":
+		if e.complexity.MeasureStats.WithinTargetShare == nil {
+			break
+		}
+
+		return e.complexity.MeasureStats.WithinTargetShare(childComplexity), true
 
 	case "Oxygen.administered_at":
 		if e.complexity.Oxygen.AdministeredAt == nil {
@@ -214,6 +322,19 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.complexity.Patient.Weight(childComplexity), true
 
+	case "Percentile.p":
+		if e.complexity.Percentile.P == nil {
+			break
+		}
+
+		return e.complexity.Percentile.P(childComplexity), true
+	case "Percentile.value":
+		if e.complexity.Percentile.Value == nil {
+			break
+		}
+
+		return e.complexity.Percentile.Value(childComplexity), true
+
 	case "Query.distinct_values":
 		if e.complexity.Query.DistinctValues == nil {
 			break
@@ -235,13 +356,40 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.complexity.Query.Oxygens(childComplexity, args["distinct_fields"].([]string)), true
+		return e.complexity.Query.Oxygens(childComplexity, args["distinct_fields"].([]string), args["limit"].(*int), args["after"].(*int)), true
 	case "Query.patients":
 		if e.complexity.Query.Patients == nil {
 			break
 		}
 
-		return e.complexity.Query.Patients(childComplexity), true
+		args, err := ec.field_Query_patients_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.complexity.Query.Patients(childComplexity, args["limit"].(*int), args["after"].(*int)), true
+	case "Query.record_series":
+		if e.complexity.Query.RecordSeries == nil {
+			break
+		}
+
+		args, err := ec.field_Query_record_series_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.complexity.Query.RecordSeries(childComplexity, args["start_date"].(string), args["end_date"].(string), args["bucket"].(stats.TimeBucket), args["group_by"].(*string), args["use_or"].(*bool), args["filters"].([]*stats.Filter)), true
+	case "Query.record_stats":
+		if e.complexity.Query.RecordStats == nil {
+			break
+		}
+
+		args, err := ec.field_Query_record_stats_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.complexity.Query.RecordStats(childComplexity, args["start_date"].(string), args["end_date"].(string), args["measure"].(string), args["group_by"].([]string), args["bucket"].(*stats.TimeBucket), args["percentiles"].([]float64), args["target"].(*float64), args["use_or"].(*bool), args["filters"].([]*stats.Filter)), true
 	case "Query.records_count":
 		if e.complexity.Query.RecordsCount == nil {
 			break
@@ -258,7 +406,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			break
 		}
 
-		return e.complexity.Query.Resources(childComplexity), true
+		args, err := ec.field_Query_resources_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.complexity.Query.Resources(childComplexity, args["limit"].(*int), args["after"].(*int)), true
 	case "Query.station_resources":
 		if e.complexity.Query.StationResources == nil {
 			break
@@ -326,6 +479,31 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.complexity.Resource.ValidTo(childComplexity), true
+
+	case "SeriesPoint.bucket":
+		if e.complexity.SeriesPoint.Bucket == nil {
+			break
+		}
+
+		return e.complexity.SeriesPoint.Bucket(childComplexity), true
+	case "SeriesPoint.column":
+		if e.complexity.SeriesPoint.Column == nil {
+			break
+		}
+
+		return e.complexity.SeriesPoint.Column(childComplexity), true
+	case "SeriesPoint.count":
+		if e.complexity.SeriesPoint.Count == nil {
+			break
+		}
+
+		return e.complexity.SeriesPoint.Count(childComplexity), true
+	case "SeriesPoint.value":
+		if e.complexity.SeriesPoint.Value == nil {
+			break
+		}
+
+		return e.complexity.SeriesPoint.Value(childComplexity), true
 
 	case "StationResource.resource_id":
 		if e.complexity.StationResource.ResourceID == nil {
@@ -476,29 +654,197 @@ func sourceData(filename string) string {
 var sources = []*ast.Source{
 	{Name: "schema.graphqls", Input: sourceData("schema.graphqls"), BuiltIn: false},
 	{Name: "../../modules/stats/filter.graphqls", Input: `# Types shared by every endpoint that selects mission records with a date range and filters
-# (distinct_values and unique_counts here; the reporting endpoint may include this file alone).
+# (distinct_values, unique_counts, record_series and record_stats here; the reporting endpoints
+# include this file alone).
 
 """
-A condition on one queryable column: ` + "`" + `column operator value` + "`" + `. The value is a string (numbers
+A condition on one queryable column. The comparison operators take ` + "`" + `value` + "`" + `, a string (numbers
 too) converted to the column's type before comparing: "10" is greater than "9.5" for distance,
-"true"/"false" for booleans, "YYYY-MM-DD" or "YYYY-MM-DD HH:MM:SS" for occurred_at. A NULL in the
-record never matches.
+"true"/"false" for booleans, "YYYY-MM-DD" or "YYYY-MM-DD HH:MM:SS" for occurred_at. IN and
+NOT_IN take ` + "`" + `values` + "`" + `, a list of such strings; IS_NULL and IS_NOT_NULL take neither. A NULL in the
+record matches IS_NULL only. A filter without what its operator needs, or with what it does not
+take, is refused (BAD_USER_INPUT naming the filter's position and operator).
 """
 input Filter {
-  "A queryable column (see distinct_values)."
+  "A queryable column (see distinct_values; /lookups/graphql lists each with its operators)."
   column: String!
-  "The value to compare with, as a string."
-  value: String!
   operator: FilterOperator!
+  "The value to compare with, as a string: for every operator but IN, NOT_IN, IS_NULL and IS_NOT_NULL."
+  value: String
+  "The values of IN and NOT_IN: 1 to LIMITS__MAX_FILTER_VALUES (default 1000) strings, sent as one list."
+  values: [String!]
 }
 
-"How a filter compares the column with its value."
+"How a filter compares the column with its value or values."
 enum FilterOperator {
+  "The column equals value."
   EQUALS
+  "The column is greater than value (text by the database's collation, false before true)."
   GREATER_THAN
+  "The column is less than value."
   LESS_THAN
+  "The column is greater than or equal to value."
   GREATER_THAN_OR_EQUAL
+  "The column is less than or equal to value."
   LESS_THAN_OR_EQUAL
+  "The column is not NULL and differs from value."
+  NOT_EQUALS
+  "The column equals one of values."
+  IN
+  "The column is not NULL and equals none of values."
+  NOT_IN
+  "The column is NULL (neither value nor values)."
+  IS_NULL
+  "The column is not NULL (neither value nor values)."
+  IS_NOT_NULL
+  """
+  Text columns only: the column contains value as a substring, ignoring letter case; % _ and \
+  in value are plain characters.
+  """
+  CONTAINS
+}
+`, BuiltIn: false},
+	{Name: "../../modules/stats/measure.graphqls", Input: `extend type Query {
+  """
+  Statistics of a numeric measure (e.g. response_time_s) over the records distinct_values would
+  select with the same dates, use_or and filters: one object per combination of the group_by
+  values (NULL is a value) and, with bucket, per bucket, for the combinations that have records;
+  ordered by bucket, then the group values ascending by type, NULL last. Without group_by and
+  bucket, exactly one object, also when nothing matches. One SQL statement.
+
+  "90th-percentile response time per station per month": measure "response_time_s", group_by
+  ["station"], bucket MONTH, percentiles [0.9]. "Share within 12 minutes": target 720.
+  """
+  record_stats(
+    "First day included, YYYY-MM-DD."
+    start_date: String!
+    "Last day included, YYYY-MM-DD."
+    end_date: String!
+    "A queryable column of integer or numeric type: station_id, distance, response_time_s, resource_id, age."
+    measure: String!
+    "Queryable columns to group by, at most LIMITS__MAX_COLUMNS (default 20); a column named twice counts once."
+    group_by: [String!]
+    "Also group by this bucket of occurred_at (labels as in record_series)."
+    bucket: TimeBucket
+    "Fractions from 0 to 1 (0.9 is the 90th percentile), at most 10; default [0.5, 0.9]."
+    percentiles: [Float!]
+    "A value in the measure's unit: within_target counts the measured records with measure <= target."
+    target: Float
+    "true: a record matching any filter is included; false: all filters must match."
+    use_or: Boolean = false
+    "Extra conditions, combined by use_or; the date range always applies. At most LIMITS__MAX_FILTERS (default 50)."
+    filters: [Filter!]
+  ): [MeasureStats!]!
+}
+
+"The statistics of the measure over the records of one bucket and group."
+type MeasureStats {
+  "The bucket (labels as in record_series); null without bucket."
+  bucket: String
+  "The group_by columns in the order given, with this object's values."
+  group: [GroupValue!]!
+  "Selected records."
+  count: Int!
+  "Selected records whose measure is not NULL."
+  measured: Int!
+  "Smallest measured value; null when measured is 0."
+  min: Float
+  "Largest measured value; null when measured is 0."
+  max: Float
+  "Average of the measured values; null when measured is 0."
+  avg: Float
+  """
+  For each fraction asked for, in that order, the continuous percentile of the measured values
+  (linear interpolation between the closest ranks, as PostgreSQL's percentile_cont).
+  """
+  percentiles: [Percentile!]!
+  "Measured records with measure <= target; null without target."
+  within_target: Int
+  "within_target / measured, 0 to 1; null without target or when measured is 0."
+  within_target_share: Float
+}
+
+"A group_by column and its value."
+type GroupValue {
+  column: String!
+  "The database's text form of the value; null for NULL."
+  value: String
+}
+
+"A continuous percentile."
+type Percentile {
+  "The fraction asked for, 0 to 1."
+  p: Float!
+  "The percentile of the measured values; null when measured is 0."
+  value: Float
+}
+`, BuiltIn: false},
+	{Name: "../../modules/stats/series.graphqls", Input: `extend type Query {
+  """
+  Counts over time: the records distinct_values would select with the same dates, use_or and
+  filters, counted per bucket of occurred_at and, with group_by, per value of that column. Every
+  bucket is in the answer, in order, with count 0 when no record falls in it (and, with
+  group_by, every value that occurs among the selected records in every bucket), so that a chart
+  needs no post-processing. One SQL statement.
+
+  Calendar buckets cover every period that overlaps the dates; a first or last bucket that
+  reaches outside them counts only the records inside. Cyclic buckets (HOUR_OF_DAY, DAY_OF_WEEK,
+  MONTH_OF_YEAR) are all present, 0-23, 1 (Monday) to 7, 1-12.
+
+  More than LIMITS__MAX_SERIES_POINTS (default 50,000) points is refused with BAD_USER_INPUT.
+  """
+  record_series(
+    "First day included, YYYY-MM-DD."
+    start_date: String!
+    "Last day included, YYYY-MM-DD."
+    end_date: String!
+    "How to bucket occurred_at."
+    bucket: TimeBucket!
+    "A queryable column: one point per bucket and per value of it (NULL included)."
+    group_by: String
+    "true: a record matching any filter is included; false: all filters must match."
+    use_or: Boolean = false
+    "Extra conditions, combined by use_or; the date range always applies. At most LIMITS__MAX_FILTERS (default 50)."
+    filters: [Filter!]
+  ): [SeriesPoint!]!
+}
+
+"The records of one bucket (and one value of group_by)."
+type SeriesPoint {
+  """
+  The bucket: HOUR "YYYY-MM-DD HH:00", DAY "YYYY-MM-DD", WEEK the Monday that starts the ISO
+  week "YYYY-MM-DD", MONTH "YYYY-MM", QUARTER "YYYY-Qn", YEAR "YYYY"; HOUR_OF_DAY "0" to "23",
+  DAY_OF_WEEK "1" (Monday) to "7" (Sunday), MONTH_OF_YEAR "1" to "12".
+  """
+  bucket: String!
+  "The group_by column; null without group_by."
+  column: String
+  "The column's value as the database's text form; null for NULL, and without group_by."
+  value: String
+  "Selected records in the bucket (with the value)."
+  count: Int!
+}
+
+"How occurred_at is put into buckets: a calendar period, or a place in a cycle."
+enum TimeBucket {
+  "Calendar hour."
+  HOUR
+  "Calendar day."
+  DAY
+  "ISO week, Monday to Sunday."
+  WEEK
+  "Calendar month."
+  MONTH
+  "Calendar quarter."
+  QUARTER
+  "Calendar year."
+  YEAR
+  "Hour of the day, 0 to 23, whatever the day."
+  HOUR_OF_DAY
+  "ISO day of the week, 1 (Monday) to 7 (Sunday), whatever the week."
+  DAY_OF_WEEK
+  "Month of the year, 1 to 12, whatever the year."
+  MONTH_OF_YEAR
 }
 `, BuiltIn: false},
 	{Name: "../../modules/stats/stats.graphqls", Input: `extend type Query {
@@ -571,9 +917,15 @@ type RecordsCount {
 	{Name: "../../modules/resources/resources.graphqls", Input: `extend type Query {
   """
   Every version of every resource (dim_resource: one row per resource and station period),
-  ordered by sk_resource. No arguments, no paging.
+  ordered by sk_resource; or a page of them (keyset paging: send the last sk_resource received
+  as after).
   """
-  resources: [Resource!]!
+  resources(
+    "At most this many rows, 1 to LIMITS__MAX_PAGE_SIZE (default 1000); omitted: all."
+    limit: Int
+    "Only the rows whose sk_resource is greater than this."
+    after: Int
+  ): [Resource!]!
 
   """
   Every station (dim_station), ordered by station_id, with the resources stationed there. A
@@ -624,21 +976,37 @@ type StationResource {
 }
 `, BuiltIn: false},
 	{Name: "../../modules/patients/patients.graphqls", Input: `extend type Query {
-  "Every patient (dim_patient), ordered by sk_patient. No arguments, no paging."
-  patients: [Patient!]!
+  """
+  Every patient (dim_patient), ordered by sk_patient; or a page of them (keyset paging: send the
+  last sk_patient received as after).
+  """
+  patients(
+    "At most this many rows, 1 to LIMITS__MAX_PAGE_SIZE (default 1000); omitted: all."
+    limit: Int
+    "Only the patients whose sk_patient is greater than this."
+    after: Int
+  ): [Patient!]!
 
   """
   Oxygen administrations (fact_oxygen).
 
-  Without distinct_fields (omitted, null or an empty list): every row, ordered by sk_oxygen.
+  Without distinct_fields (omitted, null or an empty list): every row, ordered by sk_oxygen, or
+  a page of them with limit and after (keyset paging: send the last sk_oxygen received as after).
 
   With distinct_fields: one object per distinct combination of the named columns, ordered by
   those columns in the order given (ascending, the database's collation for text, NULL last);
   every field not named is null, sk_oxygen included. Accepted names are exactly the columns of
   fact_oxygen: sk_oxygen, record_id, route, flow_rate, administered_at (case-sensitive); a name
-  given twice counts once. Any other name is refused with BAD_USER_INPUT, naming it.
+  given twice counts once. Any other name is refused with BAD_USER_INPUT, naming it. The distinct
+  combinations are not paged: limit or after with distinct_fields is BAD_USER_INPUT.
   """
-  oxygens(distinct_fields: [String!]): [Oxygen!]!
+  oxygens(
+    distinct_fields: [String!]
+    "At most this many rows, 1 to LIMITS__MAX_PAGE_SIZE (default 1000); omitted: all."
+    limit: Int
+    "Only the rows whose sk_oxygen is greater than this."
+    after: Int
+  ): [Oxygen!]!
 }
 
 "A patient."
@@ -733,6 +1101,119 @@ func (ec *executionContext) field_Query_oxygens_args(ctx context.Context, rawArg
 		return nil, err
 	}
 	args["distinct_fields"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "limit", ec.unmarshalOInt2ᚖint)
+	if err != nil {
+		return nil, err
+	}
+	args["limit"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "after", ec.unmarshalOInt2ᚖint)
+	if err != nil {
+		return nil, err
+	}
+	args["after"] = arg2
+	return args, nil
+}
+
+func (ec *executionContext) field_Query_patients_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "limit", ec.unmarshalOInt2ᚖint)
+	if err != nil {
+		return nil, err
+	}
+	args["limit"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "after", ec.unmarshalOInt2ᚖint)
+	if err != nil {
+		return nil, err
+	}
+	args["after"] = arg1
+	return args, nil
+}
+
+func (ec *executionContext) field_Query_record_series_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "start_date", ec.unmarshalNString2string)
+	if err != nil {
+		return nil, err
+	}
+	args["start_date"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "end_date", ec.unmarshalNString2string)
+	if err != nil {
+		return nil, err
+	}
+	args["end_date"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "bucket", ec.unmarshalNTimeBucket2githubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋstatsᚐTimeBucket)
+	if err != nil {
+		return nil, err
+	}
+	args["bucket"] = arg2
+	arg3, err := graphql.ProcessArgField(ctx, rawArgs, "group_by", ec.unmarshalOString2ᚖstring)
+	if err != nil {
+		return nil, err
+	}
+	args["group_by"] = arg3
+	arg4, err := graphql.ProcessArgField(ctx, rawArgs, "use_or", ec.unmarshalOBoolean2ᚖbool)
+	if err != nil {
+		return nil, err
+	}
+	args["use_or"] = arg4
+	arg5, err := graphql.ProcessArgField(ctx, rawArgs, "filters", ec.unmarshalOFilter2ᚕᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋstatsᚐFilterᚄ)
+	if err != nil {
+		return nil, err
+	}
+	args["filters"] = arg5
+	return args, nil
+}
+
+func (ec *executionContext) field_Query_record_stats_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "start_date", ec.unmarshalNString2string)
+	if err != nil {
+		return nil, err
+	}
+	args["start_date"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "end_date", ec.unmarshalNString2string)
+	if err != nil {
+		return nil, err
+	}
+	args["end_date"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "measure", ec.unmarshalNString2string)
+	if err != nil {
+		return nil, err
+	}
+	args["measure"] = arg2
+	arg3, err := graphql.ProcessArgField(ctx, rawArgs, "group_by", ec.unmarshalOString2ᚕstringᚄ)
+	if err != nil {
+		return nil, err
+	}
+	args["group_by"] = arg3
+	arg4, err := graphql.ProcessArgField(ctx, rawArgs, "bucket", ec.unmarshalOTimeBucket2ᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋstatsᚐTimeBucket)
+	if err != nil {
+		return nil, err
+	}
+	args["bucket"] = arg4
+	arg5, err := graphql.ProcessArgField(ctx, rawArgs, "percentiles", ec.unmarshalOFloat2ᚕfloat64ᚄ)
+	if err != nil {
+		return nil, err
+	}
+	args["percentiles"] = arg5
+	arg6, err := graphql.ProcessArgField(ctx, rawArgs, "target", ec.unmarshalOFloat2ᚖfloat64)
+	if err != nil {
+		return nil, err
+	}
+	args["target"] = arg6
+	arg7, err := graphql.ProcessArgField(ctx, rawArgs, "use_or", ec.unmarshalOBoolean2ᚖbool)
+	if err != nil {
+		return nil, err
+	}
+	args["use_or"] = arg7
+	arg8, err := graphql.ProcessArgField(ctx, rawArgs, "filters", ec.unmarshalOFilter2ᚕᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋstatsᚐFilterᚄ)
+	if err != nil {
+		return nil, err
+	}
+	args["filters"] = arg8
 	return args, nil
 }
 
@@ -744,6 +1225,22 @@ func (ec *executionContext) field_Query_records_count_args(ctx context.Context, 
 		return nil, err
 	}
 	args["station"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Query_resources_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "limit", ec.unmarshalOInt2ᚖint)
+	if err != nil {
+		return nil, err
+	}
+	args["limit"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "after", ec.unmarshalOInt2ᚖint)
+	if err != nil {
+		return nil, err
+	}
+	args["after"] = arg1
 	return args, nil
 }
 
@@ -883,6 +1380,366 @@ func (ec *executionContext) fieldContext_DistinctValue_value(_ context.Context, 
 		IsResolver: false,
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return nil, errors.New("field of type String does not have child fields")
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _GroupValue_column(ctx context.Context, field graphql.CollectedField, obj *stats.GroupValue) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		ec.fieldContext_GroupValue_column,
+		func(ctx context.Context) (any, error) {
+			return obj.Column, nil
+		},
+		nil,
+		ec.marshalNString2string,
+		true,
+		true,
+	)
+}
+
+func (ec *executionContext) fieldContext_GroupValue_column(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "GroupValue",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return nil, errors.New("field of type String does not have child fields")
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _GroupValue_value(ctx context.Context, field graphql.CollectedField, obj *stats.GroupValue) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		ec.fieldContext_GroupValue_value,
+		func(ctx context.Context) (any, error) {
+			return obj.Value, nil
+		},
+		nil,
+		ec.marshalOString2ᚖstring,
+		true,
+		false,
+	)
+}
+
+func (ec *executionContext) fieldContext_GroupValue_value(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "GroupValue",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return nil, errors.New("field of type String does not have child fields")
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _MeasureStats_bucket(ctx context.Context, field graphql.CollectedField, obj *stats.MeasureStats) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		ec.fieldContext_MeasureStats_bucket,
+		func(ctx context.Context) (any, error) {
+			return obj.Bucket, nil
+		},
+		nil,
+		ec.marshalOString2ᚖstring,
+		true,
+		false,
+	)
+}
+
+func (ec *executionContext) fieldContext_MeasureStats_bucket(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "MeasureStats",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return nil, errors.New("field of type String does not have child fields")
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _MeasureStats_group(ctx context.Context, field graphql.CollectedField, obj *stats.MeasureStats) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		ec.fieldContext_MeasureStats_group,
+		func(ctx context.Context) (any, error) {
+			return obj.Group, nil
+		},
+		nil,
+		ec.marshalNGroupValue2ᚕgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋstatsᚐGroupValueᚄ,
+		true,
+		true,
+	)
+}
+
+func (ec *executionContext) fieldContext_MeasureStats_group(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "MeasureStats",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			switch field.Name {
+			case "column":
+				return ec.fieldContext_GroupValue_column(ctx, field)
+			case "value":
+				return ec.fieldContext_GroupValue_value(ctx, field)
+			}
+			return nil, fmt.Errorf("no field named %q was found under type GroupValue", field.Name)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _MeasureStats_count(ctx context.Context, field graphql.CollectedField, obj *stats.MeasureStats) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		ec.fieldContext_MeasureStats_count,
+		func(ctx context.Context) (any, error) {
+			return obj.Count, nil
+		},
+		nil,
+		ec.marshalNInt2int64,
+		true,
+		true,
+	)
+}
+
+func (ec *executionContext) fieldContext_MeasureStats_count(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "MeasureStats",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return nil, errors.New("field of type Int does not have child fields")
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _MeasureStats_measured(ctx context.Context, field graphql.CollectedField, obj *stats.MeasureStats) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		ec.fieldContext_MeasureStats_measured,
+		func(ctx context.Context) (any, error) {
+			return obj.Measured, nil
+		},
+		nil,
+		ec.marshalNInt2int64,
+		true,
+		true,
+	)
+}
+
+func (ec *executionContext) fieldContext_MeasureStats_measured(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "MeasureStats",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return nil, errors.New("field of type Int does not have child fields")
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _MeasureStats_min(ctx context.Context, field graphql.CollectedField, obj *stats.MeasureStats) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		ec.fieldContext_MeasureStats_min,
+		func(ctx context.Context) (any, error) {
+			return obj.Min, nil
+		},
+		nil,
+		ec.marshalOFloat2ᚖfloat64,
+		true,
+		false,
+	)
+}
+
+func (ec *executionContext) fieldContext_MeasureStats_min(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "MeasureStats",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return nil, errors.New("field of type Float does not have child fields")
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _MeasureStats_max(ctx context.Context, field graphql.CollectedField, obj *stats.MeasureStats) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		ec.fieldContext_MeasureStats_max,
+		func(ctx context.Context) (any, error) {
+			return obj.Max, nil
+		},
+		nil,
+		ec.marshalOFloat2ᚖfloat64,
+		true,
+		false,
+	)
+}
+
+func (ec *executionContext) fieldContext_MeasureStats_max(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "MeasureStats",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return nil, errors.New("field of type Float does not have child fields")
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _MeasureStats_avg(ctx context.Context, field graphql.CollectedField, obj *stats.MeasureStats) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		ec.fieldContext_MeasureStats_avg,
+		func(ctx context.Context) (any, error) {
+			return obj.Avg, nil
+		},
+		nil,
+		ec.marshalOFloat2ᚖfloat64,
+		true,
+		false,
+	)
+}
+
+func (ec *executionContext) fieldContext_MeasureStats_avg(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "MeasureStats",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return nil, errors.New("field of type Float does not have child fields")
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _MeasureStats_percentiles(ctx context.Context, field graphql.CollectedField, obj *stats.MeasureStats) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		ec.fieldContext_MeasureStats_percentiles,
+		func(ctx context.Context) (any, error) {
+			return obj.Percentiles, nil
+		},
+		nil,
+		ec.marshalNPercentile2ᚕgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋstatsᚐPercentileᚄ,
+		true,
+		true,
+	)
+}
+
+func (ec *executionContext) fieldContext_MeasureStats_percentiles(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "MeasureStats",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			switch field.Name {
+			case "p":
+				return ec.fieldContext_Percentile_p(ctx, field)
+			case "value":
+				return ec.fieldContext_Percentile_value(ctx, field)
+			}
+			return nil, fmt.Errorf("no field named %q was found under type Percentile", field.Name)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _MeasureStats_within_target(ctx context.Context, field graphql.CollectedField, obj *stats.MeasureStats) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		ec.fieldContext_MeasureStats_within_target,
+		func(ctx context.Context) (any, error) {
+			return obj.WithinTarget, nil
+		},
+		nil,
+		ec.marshalOInt2ᚖint64,
+		true,
+		false,
+	)
+}
+
+func (ec *executionContext) fieldContext_MeasureStats_within_target(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "MeasureStats",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return nil, errors.New("field of type Int does not have child fields")
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _MeasureStats_within_target_share(ctx context.Context, field graphql.CollectedField, obj *stats.MeasureStats) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		ec.fieldContext_MeasureStats_within_target_share,
+		func(ctx context.Context) (any, error) {
+			return obj.WithinTargetShare, nil
+		},
+		nil,
+		ec.marshalOFloat2ᚖfloat64,
+		true,
+		false,
+	)
+}
+
+func (ec *executionContext) fieldContext_MeasureStats_within_target_share(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "MeasureStats",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return nil, errors.New("field of type Float does not have child fields")
 		},
 	}
 	return fc, nil
@@ -1178,6 +2035,178 @@ func (ec *executionContext) fieldContext_Patient_weight(_ context.Context, field
 	return fc, nil
 }
 
+func (ec *executionContext) _Percentile_p(ctx context.Context, field graphql.CollectedField, obj *stats.Percentile) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		ec.fieldContext_Percentile_p,
+		func(ctx context.Context) (any, error) {
+			return obj.P, nil
+		},
+		nil,
+		ec.marshalNFloat2float64,
+		true,
+		true,
+	)
+}
+
+func (ec *executionContext) fieldContext_Percentile_p(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Percentile",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return nil, errors.New("field of type Float does not have child fields")
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Percentile_value(ctx context.Context, field graphql.CollectedField, obj *stats.Percentile) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		ec.fieldContext_Percentile_value,
+		func(ctx context.Context) (any, error) {
+			return obj.Value, nil
+		},
+		nil,
+		ec.marshalOFloat2ᚖfloat64,
+		true,
+		false,
+	)
+}
+
+func (ec *executionContext) fieldContext_Percentile_value(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Percentile",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return nil, errors.New("field of type Float does not have child fields")
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_record_stats(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		ec.fieldContext_Query_record_stats,
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.resolvers.Query().RecordStats(ctx, fc.Args["start_date"].(string), fc.Args["end_date"].(string), fc.Args["measure"].(string), fc.Args["group_by"].([]string), fc.Args["bucket"].(*stats.TimeBucket), fc.Args["percentiles"].([]float64), fc.Args["target"].(*float64), fc.Args["use_or"].(*bool), fc.Args["filters"].([]*stats.Filter))
+		},
+		nil,
+		ec.marshalNMeasureStats2ᚕᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋstatsᚐMeasureStatsᚄ,
+		true,
+		true,
+	)
+}
+
+func (ec *executionContext) fieldContext_Query_record_stats(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			switch field.Name {
+			case "bucket":
+				return ec.fieldContext_MeasureStats_bucket(ctx, field)
+			case "group":
+				return ec.fieldContext_MeasureStats_group(ctx, field)
+			case "count":
+				return ec.fieldContext_MeasureStats_count(ctx, field)
+			case "measured":
+				return ec.fieldContext_MeasureStats_measured(ctx, field)
+			case "min":
+				return ec.fieldContext_MeasureStats_min(ctx, field)
+			case "max":
+				return ec.fieldContext_MeasureStats_max(ctx, field)
+			case "avg":
+				return ec.fieldContext_MeasureStats_avg(ctx, field)
+			case "percentiles":
+				return ec.fieldContext_MeasureStats_percentiles(ctx, field)
+			case "within_target":
+				return ec.fieldContext_MeasureStats_within_target(ctx, field)
+			case "within_target_share":
+				return ec.fieldContext_MeasureStats_within_target_share(ctx, field)
+			}
+			return nil, fmt.Errorf("no field named %q was found under type MeasureStats", field.Name)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_record_stats_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_record_series(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		ec.fieldContext_Query_record_series,
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.resolvers.Query().RecordSeries(ctx, fc.Args["start_date"].(string), fc.Args["end_date"].(string), fc.Args["bucket"].(stats.TimeBucket), fc.Args["group_by"].(*string), fc.Args["use_or"].(*bool), fc.Args["filters"].([]*stats.Filter))
+		},
+		nil,
+		ec.marshalNSeriesPoint2ᚕᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋstatsᚐSeriesPointᚄ,
+		true,
+		true,
+	)
+}
+
+func (ec *executionContext) fieldContext_Query_record_series(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			switch field.Name {
+			case "bucket":
+				return ec.fieldContext_SeriesPoint_bucket(ctx, field)
+			case "column":
+				return ec.fieldContext_SeriesPoint_column(ctx, field)
+			case "value":
+				return ec.fieldContext_SeriesPoint_value(ctx, field)
+			case "count":
+				return ec.fieldContext_SeriesPoint_count(ctx, field)
+			}
+			return nil, fmt.Errorf("no field named %q was found under type SeriesPoint", field.Name)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_record_series_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Query_distinct_values(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -1326,7 +2355,8 @@ func (ec *executionContext) _Query_resources(ctx context.Context, field graphql.
 		field,
 		ec.fieldContext_Query_resources,
 		func(ctx context.Context) (any, error) {
-			return ec.resolvers.Query().Resources(ctx)
+			fc := graphql.GetFieldContext(ctx)
+			return ec.resolvers.Query().Resources(ctx, fc.Args["limit"].(*int), fc.Args["after"].(*int))
 		},
 		nil,
 		ec.marshalNResource2ᚕᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋresourcesᚐResourceᚄ,
@@ -1335,7 +2365,7 @@ func (ec *executionContext) _Query_resources(ctx context.Context, field graphql.
 	)
 }
 
-func (ec *executionContext) fieldContext_Query_resources(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+func (ec *executionContext) fieldContext_Query_resources(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	fc = &graphql.FieldContext{
 		Object:     "Query",
 		Field:      field,
@@ -1360,6 +2390,17 @@ func (ec *executionContext) fieldContext_Query_resources(_ context.Context, fiel
 			}
 			return nil, fmt.Errorf("no field named %q was found under type Resource", field.Name)
 		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_resources_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
 	}
 	return fc, nil
 }
@@ -1408,7 +2449,8 @@ func (ec *executionContext) _Query_patients(ctx context.Context, field graphql.C
 		field,
 		ec.fieldContext_Query_patients,
 		func(ctx context.Context) (any, error) {
-			return ec.resolvers.Query().Patients(ctx)
+			fc := graphql.GetFieldContext(ctx)
+			return ec.resolvers.Query().Patients(ctx, fc.Args["limit"].(*int), fc.Args["after"].(*int))
 		},
 		nil,
 		ec.marshalNPatient2ᚕᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋpatientsᚐPatientᚄ,
@@ -1417,7 +2459,7 @@ func (ec *executionContext) _Query_patients(ctx context.Context, field graphql.C
 	)
 }
 
-func (ec *executionContext) fieldContext_Query_patients(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+func (ec *executionContext) fieldContext_Query_patients(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	fc = &graphql.FieldContext{
 		Object:     "Query",
 		Field:      field,
@@ -1439,6 +2481,17 @@ func (ec *executionContext) fieldContext_Query_patients(_ context.Context, field
 			return nil, fmt.Errorf("no field named %q was found under type Patient", field.Name)
 		},
 	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_patients_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
 	return fc, nil
 }
 
@@ -1450,7 +2503,7 @@ func (ec *executionContext) _Query_oxygens(ctx context.Context, field graphql.Co
 		ec.fieldContext_Query_oxygens,
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.resolvers.Query().Oxygens(ctx, fc.Args["distinct_fields"].([]string))
+			return ec.resolvers.Query().Oxygens(ctx, fc.Args["distinct_fields"].([]string), fc.Args["limit"].(*int), fc.Args["after"].(*int))
 		},
 		nil,
 		ec.marshalNOxygen2ᚕᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋpatientsᚐOxygenᚄ,
@@ -1830,6 +2883,122 @@ func (ec *executionContext) fieldContext_Resource_valid_to(_ context.Context, fi
 		IsResolver: false,
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return nil, errors.New("field of type String does not have child fields")
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _SeriesPoint_bucket(ctx context.Context, field graphql.CollectedField, obj *stats.SeriesPoint) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		ec.fieldContext_SeriesPoint_bucket,
+		func(ctx context.Context) (any, error) {
+			return obj.Bucket, nil
+		},
+		nil,
+		ec.marshalNString2string,
+		true,
+		true,
+	)
+}
+
+func (ec *executionContext) fieldContext_SeriesPoint_bucket(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "SeriesPoint",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return nil, errors.New("field of type String does not have child fields")
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _SeriesPoint_column(ctx context.Context, field graphql.CollectedField, obj *stats.SeriesPoint) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		ec.fieldContext_SeriesPoint_column,
+		func(ctx context.Context) (any, error) {
+			return obj.Column, nil
+		},
+		nil,
+		ec.marshalOString2ᚖstring,
+		true,
+		false,
+	)
+}
+
+func (ec *executionContext) fieldContext_SeriesPoint_column(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "SeriesPoint",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return nil, errors.New("field of type String does not have child fields")
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _SeriesPoint_value(ctx context.Context, field graphql.CollectedField, obj *stats.SeriesPoint) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		ec.fieldContext_SeriesPoint_value,
+		func(ctx context.Context) (any, error) {
+			return obj.Value, nil
+		},
+		nil,
+		ec.marshalOString2ᚖstring,
+		true,
+		false,
+	)
+}
+
+func (ec *executionContext) fieldContext_SeriesPoint_value(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "SeriesPoint",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return nil, errors.New("field of type String does not have child fields")
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _SeriesPoint_count(ctx context.Context, field graphql.CollectedField, obj *stats.SeriesPoint) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		ec.fieldContext_SeriesPoint_count,
+		func(ctx context.Context) (any, error) {
+			return obj.Count, nil
+		},
+		nil,
+		ec.marshalNInt2int64,
+		true,
+		true,
+	)
+}
+
+func (ec *executionContext) fieldContext_SeriesPoint_count(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "SeriesPoint",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return nil, errors.New("field of type Int does not have child fields")
 		},
 	}
 	return fc, nil
@@ -3495,7 +4664,7 @@ func (ec *executionContext) unmarshalInputFilter(ctx context.Context, obj any) (
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"column", "value", "operator"}
+	fieldsInOrder := [...]string{"column", "operator", "value", "values"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -3509,13 +4678,6 @@ func (ec *executionContext) unmarshalInputFilter(ctx context.Context, obj any) (
 				return it, err
 			}
 			it.Column = data
-		case "value":
-			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("value"))
-			data, err := ec.unmarshalNString2string(ctx, v)
-			if err != nil {
-				return it, err
-			}
-			it.Value = data
 		case "operator":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("operator"))
 			data, err := ec.unmarshalNFilterOperator2githubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋstatsᚐFilterOperator(ctx, v)
@@ -3523,6 +4685,20 @@ func (ec *executionContext) unmarshalInputFilter(ctx context.Context, obj any) (
 				return it, err
 			}
 			it.Operator = data
+		case "value":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("value"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Value = data
+		case "values":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("values"))
+			data, err := ec.unmarshalOString2ᚕstringᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Values = data
 		}
 	}
 
@@ -3555,6 +4731,113 @@ func (ec *executionContext) _DistinctValue(ctx context.Context, sel ast.Selectio
 			}
 		case "value":
 			out.Values[i] = ec._DistinctValue_value(ctx, field, obj)
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.deferred, int32(len(deferred)))
+
+	for label, dfs := range deferred {
+		ec.processDeferredGroup(graphql.DeferredGroup{
+			Label:    label,
+			Path:     graphql.GetPath(ctx),
+			FieldSet: dfs,
+			Context:  ctx,
+		})
+	}
+
+	return out
+}
+
+var groupValueImplementors = []string{"GroupValue"}
+
+func (ec *executionContext) _GroupValue(ctx context.Context, sel ast.SelectionSet, obj *stats.GroupValue) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, groupValueImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := make(map[string]*graphql.FieldSet)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("GroupValue")
+		case "column":
+			out.Values[i] = ec._GroupValue_column(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "value":
+			out.Values[i] = ec._GroupValue_value(ctx, field, obj)
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.deferred, int32(len(deferred)))
+
+	for label, dfs := range deferred {
+		ec.processDeferredGroup(graphql.DeferredGroup{
+			Label:    label,
+			Path:     graphql.GetPath(ctx),
+			FieldSet: dfs,
+			Context:  ctx,
+		})
+	}
+
+	return out
+}
+
+var measureStatsImplementors = []string{"MeasureStats"}
+
+func (ec *executionContext) _MeasureStats(ctx context.Context, sel ast.SelectionSet, obj *stats.MeasureStats) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, measureStatsImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := make(map[string]*graphql.FieldSet)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("MeasureStats")
+		case "bucket":
+			out.Values[i] = ec._MeasureStats_bucket(ctx, field, obj)
+		case "group":
+			out.Values[i] = ec._MeasureStats_group(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "count":
+			out.Values[i] = ec._MeasureStats_count(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "measured":
+			out.Values[i] = ec._MeasureStats_measured(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "min":
+			out.Values[i] = ec._MeasureStats_min(ctx, field, obj)
+		case "max":
+			out.Values[i] = ec._MeasureStats_max(ctx, field, obj)
+		case "avg":
+			out.Values[i] = ec._MeasureStats_avg(ctx, field, obj)
+		case "percentiles":
+			out.Values[i] = ec._MeasureStats_percentiles(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "within_target":
+			out.Values[i] = ec._MeasureStats_within_target(ctx, field, obj)
+		case "within_target_share":
+			out.Values[i] = ec._MeasureStats_within_target_share(ctx, field, obj)
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -3669,6 +4952,47 @@ func (ec *executionContext) _Patient(ctx context.Context, sel ast.SelectionSet, 
 	return out
 }
 
+var percentileImplementors = []string{"Percentile"}
+
+func (ec *executionContext) _Percentile(ctx context.Context, sel ast.SelectionSet, obj *stats.Percentile) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, percentileImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := make(map[string]*graphql.FieldSet)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Percentile")
+		case "p":
+			out.Values[i] = ec._Percentile_p(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "value":
+			out.Values[i] = ec._Percentile_value(ctx, field, obj)
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.deferred, int32(len(deferred)))
+
+	for label, dfs := range deferred {
+		ec.processDeferredGroup(graphql.DeferredGroup{
+			Label:    label,
+			Path:     graphql.GetPath(ctx),
+			FieldSet: dfs,
+			Context:  ctx,
+		})
+	}
+
+	return out
+}
+
 var queryImplementors = []string{"Query"}
 
 func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) graphql.Marshaler {
@@ -3688,6 +5012,50 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 		switch field.Name {
 		case "__typename":
 			out.Values[i] = graphql.MarshalString("Query")
+		case "record_stats":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._Query_record_stats(ctx, field)
+				if res == graphql.Null {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			rrm := func(ctx context.Context) graphql.Marshaler {
+				return ec.OperationContext.RootResolverMiddleware(ctx,
+					func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return rrm(innerCtx) })
+		case "record_series":
+			field := field
+
+			innerFunc := func(ctx context.Context, fs *graphql.FieldSet) (res graphql.Marshaler) {
+				defer func() {
+					if r := recover(); r != nil {
+						ec.Error(ctx, ec.Recover(ctx, r))
+					}
+				}()
+				res = ec._Query_record_series(ctx, field)
+				if res == graphql.Null {
+					atomic.AddUint32(&fs.Invalids, 1)
+				}
+				return res
+			}
+
+			rrm := func(ctx context.Context) graphql.Marshaler {
+				return ec.OperationContext.RootResolverMiddleware(ctx,
+					func(ctx context.Context) graphql.Marshaler { return innerFunc(ctx, out) })
+			}
+
+			out.Concurrently(i, func(ctx context.Context) graphql.Marshaler { return rrm(innerCtx) })
 		case "distinct_values":
 			field := field
 
@@ -3943,6 +5311,54 @@ func (ec *executionContext) _Resource(ctx context.Context, sel ast.SelectionSet,
 			}
 		case "valid_to":
 			out.Values[i] = ec._Resource_valid_to(ctx, field, obj)
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	atomic.AddInt32(&ec.deferred, int32(len(deferred)))
+
+	for label, dfs := range deferred {
+		ec.processDeferredGroup(graphql.DeferredGroup{
+			Label:    label,
+			Path:     graphql.GetPath(ctx),
+			FieldSet: dfs,
+			Context:  ctx,
+		})
+	}
+
+	return out
+}
+
+var seriesPointImplementors = []string{"SeriesPoint"}
+
+func (ec *executionContext) _SeriesPoint(ctx context.Context, sel ast.SelectionSet, obj *stats.SeriesPoint) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, seriesPointImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := make(map[string]*graphql.FieldSet)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("SeriesPoint")
+		case "bucket":
+			out.Values[i] = ec._SeriesPoint_bucket(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "column":
+			out.Values[i] = ec._SeriesPoint_column(ctx, field, obj)
+		case "value":
+			out.Values[i] = ec._SeriesPoint_value(ctx, field, obj)
+		case "count":
+			out.Values[i] = ec._SeriesPoint_count(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -4476,6 +5892,70 @@ func (ec *executionContext) marshalNFilterOperator2githubᚗcomᚋemsanalytics�
 	return v
 }
 
+func (ec *executionContext) unmarshalNFloat2float64(ctx context.Context, v any) (float64, error) {
+	res, err := graphql.UnmarshalFloatContext(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNFloat2float64(ctx context.Context, sel ast.SelectionSet, v float64) graphql.Marshaler {
+	_ = sel
+	res := graphql.MarshalFloatContext(v)
+	if res == graphql.Null {
+		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
+			graphql.AddErrorf(ctx, "the requested element is null which the schema does not allow")
+		}
+	}
+	return graphql.WrapContextMarshaler(ctx, res)
+}
+
+func (ec *executionContext) marshalNGroupValue2githubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋstatsᚐGroupValue(ctx context.Context, sel ast.SelectionSet, v stats.GroupValue) graphql.Marshaler {
+	return ec._GroupValue(ctx, sel, &v)
+}
+
+func (ec *executionContext) marshalNGroupValue2ᚕgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋstatsᚐGroupValueᚄ(ctx context.Context, sel ast.SelectionSet, v []stats.GroupValue) graphql.Marshaler {
+	ret := make(graphql.Array, len(v))
+	var wg sync.WaitGroup
+	isLen1 := len(v) == 1
+	if !isLen1 {
+		wg.Add(len(v))
+	}
+	for i := range v {
+		i := i
+		fc := &graphql.FieldContext{
+			Index:  &i,
+			Result: &v[i],
+		}
+		ctx := graphql.WithFieldContext(ctx, fc)
+		f := func(i int) {
+			defer func() {
+				if r := recover(); r != nil {
+					ec.Error(ctx, ec.Recover(ctx, r))
+					ret = nil
+				}
+			}()
+			if !isLen1 {
+				defer wg.Done()
+			}
+			ret[i] = ec.marshalNGroupValue2githubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋstatsᚐGroupValue(ctx, sel, v[i])
+		}
+		if isLen1 {
+			f(i)
+		} else {
+			go f(i)
+		}
+
+	}
+	wg.Wait()
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
 func (ec *executionContext) unmarshalNInt2int32(ctx context.Context, v any) (int32, error) {
 	res, err := graphql.UnmarshalInt32(v)
 	return res, graphql.ErrorOnPath(ctx, err)
@@ -4506,6 +5986,60 @@ func (ec *executionContext) marshalNInt2int64(ctx context.Context, sel ast.Selec
 		}
 	}
 	return res
+}
+
+func (ec *executionContext) marshalNMeasureStats2ᚕᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋstatsᚐMeasureStatsᚄ(ctx context.Context, sel ast.SelectionSet, v []*stats.MeasureStats) graphql.Marshaler {
+	ret := make(graphql.Array, len(v))
+	var wg sync.WaitGroup
+	isLen1 := len(v) == 1
+	if !isLen1 {
+		wg.Add(len(v))
+	}
+	for i := range v {
+		i := i
+		fc := &graphql.FieldContext{
+			Index:  &i,
+			Result: &v[i],
+		}
+		ctx := graphql.WithFieldContext(ctx, fc)
+		f := func(i int) {
+			defer func() {
+				if r := recover(); r != nil {
+					ec.Error(ctx, ec.Recover(ctx, r))
+					ret = nil
+				}
+			}()
+			if !isLen1 {
+				defer wg.Done()
+			}
+			ret[i] = ec.marshalNMeasureStats2ᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋstatsᚐMeasureStats(ctx, sel, v[i])
+		}
+		if isLen1 {
+			f(i)
+		} else {
+			go f(i)
+		}
+
+	}
+	wg.Wait()
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNMeasureStats2ᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋstatsᚐMeasureStats(ctx context.Context, sel ast.SelectionSet, v *stats.MeasureStats) graphql.Marshaler {
+	if v == nil {
+		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
+			graphql.AddErrorf(ctx, "the requested element is null which the schema does not allow")
+		}
+		return graphql.Null
+	}
+	return ec._MeasureStats(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalNOxygen2ᚕᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋpatientsᚐOxygenᚄ(ctx context.Context, sel ast.SelectionSet, v []*patients.Oxygen) graphql.Marshaler {
@@ -4616,6 +6150,54 @@ func (ec *executionContext) marshalNPatient2ᚖgithubᚗcomᚋemsanalyticsᚋems
 	return ec._Patient(ctx, sel, v)
 }
 
+func (ec *executionContext) marshalNPercentile2githubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋstatsᚐPercentile(ctx context.Context, sel ast.SelectionSet, v stats.Percentile) graphql.Marshaler {
+	return ec._Percentile(ctx, sel, &v)
+}
+
+func (ec *executionContext) marshalNPercentile2ᚕgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋstatsᚐPercentileᚄ(ctx context.Context, sel ast.SelectionSet, v []stats.Percentile) graphql.Marshaler {
+	ret := make(graphql.Array, len(v))
+	var wg sync.WaitGroup
+	isLen1 := len(v) == 1
+	if !isLen1 {
+		wg.Add(len(v))
+	}
+	for i := range v {
+		i := i
+		fc := &graphql.FieldContext{
+			Index:  &i,
+			Result: &v[i],
+		}
+		ctx := graphql.WithFieldContext(ctx, fc)
+		f := func(i int) {
+			defer func() {
+				if r := recover(); r != nil {
+					ec.Error(ctx, ec.Recover(ctx, r))
+					ret = nil
+				}
+			}()
+			if !isLen1 {
+				defer wg.Done()
+			}
+			ret[i] = ec.marshalNPercentile2githubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋstatsᚐPercentile(ctx, sel, v[i])
+		}
+		if isLen1 {
+			f(i)
+		} else {
+			go f(i)
+		}
+
+	}
+	wg.Wait()
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
 func (ec *executionContext) marshalNRecordsCount2githubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋstatsᚐRecordsCount(ctx context.Context, sel ast.SelectionSet, v stats.RecordsCount) graphql.Marshaler {
 	return ec._RecordsCount(ctx, sel, &v)
 }
@@ -4682,6 +6264,60 @@ func (ec *executionContext) marshalNResource2ᚖgithubᚗcomᚋemsanalyticsᚋem
 		return graphql.Null
 	}
 	return ec._Resource(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNSeriesPoint2ᚕᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋstatsᚐSeriesPointᚄ(ctx context.Context, sel ast.SelectionSet, v []*stats.SeriesPoint) graphql.Marshaler {
+	ret := make(graphql.Array, len(v))
+	var wg sync.WaitGroup
+	isLen1 := len(v) == 1
+	if !isLen1 {
+		wg.Add(len(v))
+	}
+	for i := range v {
+		i := i
+		fc := &graphql.FieldContext{
+			Index:  &i,
+			Result: &v[i],
+		}
+		ctx := graphql.WithFieldContext(ctx, fc)
+		f := func(i int) {
+			defer func() {
+				if r := recover(); r != nil {
+					ec.Error(ctx, ec.Recover(ctx, r))
+					ret = nil
+				}
+			}()
+			if !isLen1 {
+				defer wg.Done()
+			}
+			ret[i] = ec.marshalNSeriesPoint2ᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋstatsᚐSeriesPoint(ctx, sel, v[i])
+		}
+		if isLen1 {
+			f(i)
+		} else {
+			go f(i)
+		}
+
+	}
+	wg.Wait()
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNSeriesPoint2ᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋstatsᚐSeriesPoint(ctx context.Context, sel ast.SelectionSet, v *stats.SeriesPoint) graphql.Marshaler {
+	if v == nil {
+		if !graphql.HasFieldError(ctx, graphql.GetFieldContext(ctx)) {
+			graphql.AddErrorf(ctx, "the requested element is null which the schema does not allow")
+		}
+		return graphql.Null
+	}
+	return ec._SeriesPoint(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalNStationResource2githubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋresourcesᚐStationResource(ctx context.Context, sel ast.SelectionSet, v resources.StationResource) graphql.Marshaler {
@@ -4830,6 +6466,16 @@ func (ec *executionContext) marshalNString2ᚕstringᚄ(ctx context.Context, sel
 	}
 
 	return ret
+}
+
+func (ec *executionContext) unmarshalNTimeBucket2githubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋstatsᚐTimeBucket(ctx context.Context, v any) (stats.TimeBucket, error) {
+	var res stats.TimeBucket
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNTimeBucket2githubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋstatsᚐTimeBucket(ctx context.Context, sel ast.SelectionSet, v stats.TimeBucket) graphql.Marshaler {
+	return v
 }
 
 func (ec *executionContext) marshalNUniqueCount2ᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋstatsᚐUniqueCount(ctx context.Context, sel ast.SelectionSet, v *stats.UniqueCount) graphql.Marshaler {
@@ -5190,6 +6836,42 @@ func (ec *executionContext) unmarshalOFilter2ᚕᚖgithubᚗcomᚋemsanalytics�
 	return res, nil
 }
 
+func (ec *executionContext) unmarshalOFloat2ᚕfloat64ᚄ(ctx context.Context, v any) ([]float64, error) {
+	if v == nil {
+		return nil, nil
+	}
+	var vSlice []any
+	vSlice = graphql.CoerceList(v)
+	var err error
+	res := make([]float64, len(vSlice))
+	for i := range vSlice {
+		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
+		res[i], err = ec.unmarshalNFloat2float64(ctx, vSlice[i])
+		if err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+func (ec *executionContext) marshalOFloat2ᚕfloat64ᚄ(ctx context.Context, sel ast.SelectionSet, v []float64) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	ret := make(graphql.Array, len(v))
+	for i := range v {
+		ret[i] = ec.marshalNFloat2float64(ctx, sel, v[i])
+	}
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
 func (ec *executionContext) unmarshalOFloat2ᚖfloat64(ctx context.Context, v any) (*float64, error) {
 	if v == nil {
 		return nil, nil
@@ -5205,6 +6887,24 @@ func (ec *executionContext) marshalOFloat2ᚖfloat64(ctx context.Context, sel as
 	_ = sel
 	res := graphql.MarshalFloatContext(*v)
 	return graphql.WrapContextMarshaler(ctx, res)
+}
+
+func (ec *executionContext) unmarshalOInt2ᚖint(ctx context.Context, v any) (*int, error) {
+	if v == nil {
+		return nil, nil
+	}
+	res, err := graphql.UnmarshalInt(v)
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOInt2ᚖint(ctx context.Context, sel ast.SelectionSet, v *int) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	_ = sel
+	_ = ctx
+	res := graphql.MarshalInt(*v)
+	return res
 }
 
 func (ec *executionContext) unmarshalOInt2ᚖint32(ctx context.Context, v any) (*int32, error) {
@@ -5295,6 +6995,22 @@ func (ec *executionContext) marshalOString2ᚖstring(ctx context.Context, sel as
 	_ = ctx
 	res := graphql.MarshalString(*v)
 	return res
+}
+
+func (ec *executionContext) unmarshalOTimeBucket2ᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋstatsᚐTimeBucket(ctx context.Context, v any) (*stats.TimeBucket, error) {
+	if v == nil {
+		return nil, nil
+	}
+	var res = new(stats.TimeBucket)
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOTimeBucket2ᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋstatsᚐTimeBucket(ctx context.Context, sel ast.SelectionSet, v *stats.TimeBucket) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return v
 }
 
 func (ec *executionContext) marshalOUniqueCount2ᚕᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋstatsᚐUniqueCountᚄ(ctx context.Context, sel ast.SelectionSet, v []*stats.UniqueCount) graphql.Marshaler {

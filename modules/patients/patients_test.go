@@ -333,3 +333,102 @@ func expectedOxygens(t *testing.T, pool *pgxpool.Pool, fields []string) []map[st
 	}
 	return want
 }
+
+// TestKeysetPaging: walking patients and oxygens page by page, each time with after set to the
+// last key received, returns every row exactly once, in order, whatever the keys (negative,
+// zero, gaps); limit and after alone mean what they say; the limits are refused by name.
+func TestKeysetPaging(t *testing.T) {
+	db := servicetest.NewDB(t)
+	pool := db.Pool(t)
+	ctx := context.Background()
+	for _, q := range []string{
+		`INSERT INTO dim_patient (sk_patient, age, gender)
+SELECT CASE WHEN i <= 3 THEN i - 3 ELSE i * 5 + i % 3 END, i % 90, CASE WHEN i % 4 = 0 THEN NULL ELSE 'g' || (i % 3) END
+FROM generate_series(-2, 1234) AS i WHERE i % 11 <> 5`,
+		`INSERT INTO dim_station (station_id, station_name) VALUES (1, 'S')`,
+		`INSERT INTO fact_record (record_id, occurred_at) VALUES (1, '2024-01-01')`,
+		`INSERT INTO fact_oxygen (sk_oxygen, record_id, route, flow_rate)
+SELECT i * 2, 1, CASE WHEN i % 3 = 0 THEN NULL ELSE 'r' || (i % 5) END, (i % 40) / 2.0 FROM generate_series(1, 357) AS i`,
+	} {
+		if _, err := pool.Exec(ctx, q); err != nil {
+			t.Fatalf("%v\n%s", err, q)
+		}
+	}
+	svc := servicetest.Start(t, db, map[string]string{"LIMITS__MAX_PAGE_SIZE": "100"})
+
+	type page struct {
+		field, query, key string
+		want              []map[string]any
+	}
+	for _, p := range []page{
+		{"patients", `query($limit: Int, $after: Int) { patients(limit: $limit, after: $after) { sk_patient age date_of_birth gender weight } }`, "sk_patient", expectedPatients(t, pool)},
+		{"oxygens", `query($limit: Int, $after: Int) { oxygens(limit: $limit, after: $after) { sk_oxygen record_id route flow_rate administered_at } }`, "sk_oxygen", expectedOxygens(t, pool, nil)},
+		{"oxygens with empty distinct_fields", `query($limit: Int, $after: Int) { oxygens(distinct_fields: [], limit: $limit, after: $after) { sk_oxygen record_id route flow_rate administered_at } }`, "sk_oxygen", expectedOxygens(t, pool, nil)},
+	} {
+		for _, limit := range []int{1, 7, 100} {
+			t.Run(fmt.Sprintf("%s by %d", p.field, limit), func(t *testing.T) {
+				field := strings.Fields(p.field)[0]
+				var all []json.RawMessage
+				vars := map[string]any{"limit": limit}
+				for pages := 0; ; pages++ {
+					if pages > len(p.want)+1 {
+						t.Fatal("the walk does not end")
+					}
+					var rows []json.RawMessage
+					if err := json.Unmarshal(svc.Field(t, "/graphql", p.query, vars, field), &rows); err != nil {
+						t.Fatal(err)
+					}
+					if len(rows) > limit {
+						t.Fatalf("page of %d rows with limit %d", len(rows), limit)
+					}
+					if len(rows) == 0 {
+						break
+					}
+					all = append(all, rows...)
+					var last map[string]any
+					if err := json.Unmarshal(rows[len(rows)-1], &last); err != nil {
+						t.Fatal(err)
+					}
+					vars["after"] = int(last[p.key].(float64))
+				}
+				b, _ := json.Marshal(all)
+				servicetest.AssertJSON(t, p.field+" walked", b, p.want)
+			})
+		}
+	}
+
+	t.Run("after alone, limit alone", func(t *testing.T) {
+		want := expectedPatients(t, pool)
+		var after []map[string]any
+		for _, p := range want {
+			if p["sk_patient"].(int64) > 300 {
+				after = append(after, p)
+			}
+		}
+		if len(after) <= 100 || len(after) == len(want) {
+			t.Fatalf("test check: %d of %d patients after 300", len(after), len(want))
+		}
+		servicetest.AssertJSON(t, "after 300", svc.Field(t, "/graphql", `{ patients(after: 300) { sk_patient age date_of_birth gender weight } }`, nil, "patients"), after)
+		servicetest.AssertJSON(t, "first 5", svc.Field(t, "/graphql", `{ patients(limit: 5) { sk_patient age date_of_birth gender weight } }`, nil, "patients"), want[:5])
+		got := svc.Field(t, "/graphql", `{ patients(after: 2147483647) { sk_patient } oxygens(after: 2147483647, limit: 3) { sk_oxygen } }`, nil, "patients")
+		if string(got) != "[]" {
+			t.Errorf("after the last key: %s", got)
+		}
+	})
+
+	for _, tc := range []struct{ name, query, want string }{
+		{"limit 0", `{ patients(limit: 0) { sk_patient } }`, "limit: 0"},
+		{"negative limit", `{ oxygens(limit: -1) { sk_oxygen } }`, "limit: -1"},
+		{"limit over the setting", `{ patients(limit: 101) { sk_patient } }`, "LIMITS__MAX_PAGE_SIZE=100"},
+		{"oxygens limit over the setting", `{ oxygens(limit: 101, after: 3) { sk_oxygen } }`, "LIMITS__MAX_PAGE_SIZE=100"},
+		{"distinct_fields with limit", `{ oxygens(distinct_fields: ["route"], limit: 10) { route } }`, "distinct_fields"},
+		{"distinct_fields with after", `{ oxygens(distinct_fields: ["route"], after: 10) { route } }`, "distinct_fields"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp := svc.GraphQL(t, "/graphql", tc.query, nil)
+			if len(resp.Errors) != 1 || resp.Errors[0].Code() != "BAD_USER_INPUT" || !strings.Contains(resp.Errors[0].Message, tc.want) {
+				t.Errorf("want a BAD_USER_INPUT naming %q: %s", tc.want, resp.Raw)
+			}
+		})
+	}
+}

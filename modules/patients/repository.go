@@ -10,6 +10,7 @@ import (
 
 	"github.com/emsanalytics/emsquery/platform/apierr"
 	"github.com/emsanalytics/emsquery/platform/database"
+	"github.com/emsanalytics/emsquery/platform/keyset"
 )
 
 // Repository reads dim_patient and fact_oxygen.
@@ -25,17 +26,17 @@ const (
 	opOxygens  = "oxygens"
 )
 
-// patientsSQL reads dim_patient. weight is read as float8: the database converts numeric to
+// patientsSQL reads a page (keyset.Page.Args) of dim_patient. weight is read as float8: the database converts numeric to
 // float8 exactly as pgx would (correctly rounded from the decimal), and decoding numeric in Go
 // costs more than the rest of the row together.
-const patientsSQL = `SELECT sk_patient, age, date_of_birth, gender, weight::float8 FROM dim_patient ORDER BY sk_patient`
+const patientsSQL = `SELECT sk_patient, age, date_of_birth, gender, weight::float8 FROM dim_patient WHERE sk_patient > $1 ORDER BY sk_patient LIMIT $2`
 
-// EachPatient reads every dim_patient row ordered by sk_patient and hands each to fn without
+// EachPatient reads the dim_patient rows of page ordered by sk_patient and hands each to fn without
 // keeping it: the Patient and the values its Age, DateOfBirth and Weight point to are reused for
 // the next row (Gender's string is not: it is interned or new). It returns false when fn refused
 // a row; the rows after it are read but not handed on. This is the one place dim_patient's rows
 // are decoded; Patients keeps what it hands on.
-func (r *Repository) EachPatient(ctx context.Context, fn func(*Patient) bool) (bool, error) {
+func (r *Repository) EachPatient(ctx context.Context, page keyset.Page, fn func(*Patient) bool) (bool, error) {
 	var (
 		// Scan targets, reused for every row (each would be allocated per row otherwise).
 		sk      int64
@@ -51,7 +52,7 @@ func (r *Repository) EachPatient(ctx context.Context, fn func(*Patient) bool) (b
 		ok      = true
 	)
 	dest := []any{&sk, &age, &born, &gender, &weight}
-	err := r.db.ForEachRow(ctx, opPatients, patientsSQL, nil, dest, func() error {
+	err := r.db.ForEachRow(ctx, opPatients, patientsSQL, page.Args(), dest, func() error {
 		if !ok {
 			return nil
 		}
@@ -71,16 +72,16 @@ func (r *Repository) EachPatient(ctx context.Context, fn func(*Patient) bool) (b
 	return ok, err
 }
 
-// Patients returns every dim_patient row ordered by sk_patient: EachPatient's rows, the values
+// Patients returns the dim_patient rows of page ordered by sk_patient: EachPatient's rows, the values
 // they point to copied into slabs.
-func (r *Repository) Patients(ctx context.Context) ([]Patient, error) {
+func (r *Repository) Patients(ctx context.Context, page keyset.Page) ([]Patient, error) {
 	var (
 		ages    slab[int32]
 		weights slab[float64]
 		dates   slab[string]
 		rows    = []Patient{}
 	)
-	_, err := r.EachPatient(ctx, func(p *Patient) bool {
+	_, err := r.EachPatient(ctx, page, func(p *Patient) bool {
 		rows = append(rows, Patient{SkPatient: p.SkPatient, Age: ages.keep(p.Age), DateOfBirth: dates.keep(p.DateOfBirth),
 			Gender: p.Gender, Weight: weights.keep(p.Weight)})
 		return true
@@ -148,18 +149,18 @@ next:
 	return cols, nil
 }
 
-// oxygensSQL reads fact_oxygen; flow_rate as float8, as patientsSQL reads weight.
-const oxygensSQL = `SELECT sk_oxygen, record_id, route, flow_rate::float8, administered_at FROM fact_oxygen ORDER BY sk_oxygen`
+// oxygensSQL reads a page of fact_oxygen; flow_rate as float8, as patientsSQL reads weight.
+const oxygensSQL = `SELECT sk_oxygen, record_id, route, flow_rate::float8, administered_at FROM fact_oxygen WHERE sk_oxygen > $1 ORDER BY sk_oxygen LIMIT $2`
 
-// EachOxygen reads every fact_oxygen row ordered by sk_oxygen, as Oxygens does without
+// EachOxygen reads the fact_oxygen rows of page ordered by sk_oxygen, as Oxygens does without
 // distinct fields, and hands each to fn as EachPatient does (Route is interned).
-func (r *Repository) EachOxygen(ctx context.Context, fn func(*Oxygen) bool) (bool, error) {
-	return r.eachOxygen(ctx, oxygensSQL, fn)
+func (r *Repository) EachOxygen(ctx context.Context, page keyset.Page, fn func(*Oxygen) bool) (bool, error) {
+	return r.eachOxygen(ctx, oxygensSQL, page.Args(), fn)
 }
 
 // eachOxygen runs q, oxygensSQL or a distinctOxygenSQL (the same columns), and hands each row to
 // fn as EachPatient does. This is the one place fact_oxygen's rows are decoded.
-func (r *Repository) eachOxygen(ctx context.Context, q string, fn func(*Oxygen) bool) (bool, error) {
+func (r *Repository) eachOxygen(ctx context.Context, q string, args []any, fn func(*Oxygen) bool) (bool, error) {
 	var (
 		sk, record   pgtype.Int8
 		route        rawText
@@ -173,7 +174,7 @@ func (r *Repository) eachOxygen(ctx context.Context, q string, fn func(*Oxygen) 
 		ok           = true
 	)
 	dest := []any{&sk, &record, &route, &flow, &at}
-	err := r.db.ForEachRow(ctx, opOxygens, q, nil, dest, func() error {
+	err := r.db.ForEachRow(ctx, opOxygens, q, args, dest, func() error {
 		if !ok {
 			return nil
 		}
@@ -196,14 +197,14 @@ func (r *Repository) eachOxygen(ctx context.Context, q string, fn func(*Oxygen) 
 	return ok, err
 }
 
-// Oxygens returns every fact_oxygen row ordered by sk_oxygen when cols is empty; otherwise one
+// Oxygens returns the fact_oxygen rows of page ordered by sk_oxygen when cols is empty; otherwise one
 // row per distinct combination of the columns cols (indexes into oxygenColumns, from
 // parseOxygenColumns) ordered by them, NULL last, the other columns NULL. The rows are
 // eachOxygen's, the values they point to copied into slabs.
-func (r *Repository) Oxygens(ctx context.Context, cols []int) ([]Oxygen, error) {
-	q := oxygensSQL
+func (r *Repository) Oxygens(ctx context.Context, cols []int, page keyset.Page) ([]Oxygen, error) {
+	q, args := oxygensSQL, page.Args()
 	if len(cols) > 0 {
-		q = distinctOxygenSQL(cols)
+		q, args = distinctOxygenSQL(cols), nil
 	}
 	var (
 		ints   slab[int64]
@@ -211,7 +212,7 @@ func (r *Repository) Oxygens(ctx context.Context, cols []int) ([]Oxygen, error) 
 		times  slab[string]
 		rows   = []Oxygen{}
 	)
-	_, err := r.eachOxygen(ctx, q, func(o *Oxygen) bool {
+	_, err := r.eachOxygen(ctx, q, args, func(o *Oxygen) bool {
 		rows = append(rows, Oxygen{SkOxygen: ints.keep(o.SkOxygen), RecordID: ints.keep(o.RecordID), Route: o.Route,
 			FlowRate: floats.keep(o.FlowRate), AdministeredAt: times.keep(o.AdministeredAt)})
 		return true

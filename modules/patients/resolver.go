@@ -3,7 +3,9 @@ package patients
 import (
 	"context"
 
+	"github.com/emsanalytics/emsquery/platform/apierr"
 	"github.com/emsanalytics/emsquery/platform/gqljson"
+	"github.com/emsanalytics/emsquery/platform/keyset"
 )
 
 // Patient is one dim_patient row.
@@ -27,16 +29,23 @@ type Oxygen struct {
 
 // Resolver answers the patients root fields of /graphql.
 type Resolver struct {
-	repo *Repository
+	repo    *Repository
+	maxPage keyset.MaxPage
 }
 
-func NewResolver(repo *Repository) *Resolver { return &Resolver{repo: repo} }
+func NewResolver(repo *Repository, maxPage keyset.MaxPage) *Resolver {
+	return &Resolver{repo: repo, maxPage: maxPage}
+}
 
-func (r *Resolver) Patients(ctx context.Context) ([]*Patient, error) {
+func (r *Resolver) Patients(ctx context.Context, limit *int, after *int) ([]*Patient, error) {
+	page, err := keyset.Parse(limit, after, r.maxPage)
+	if err != nil {
+		return nil, err
+	}
 	// The list can be hundreds of thousands of rows: when the selection allows, its JSON is
 	// written as the rows are read, and gqlgen gets an empty list to marshal in its place.
 	if l := gqljson.NewList[Patient](ctx); l != nil {
-		complete, err := r.repo.EachPatient(ctx, l.Add)
+		complete, err := r.repo.EachPatient(ctx, page, l.Add)
 		if err != nil {
 			return nil, err
 		}
@@ -45,21 +54,28 @@ func (r *Resolver) Patients(ctx context.Context) ([]*Patient, error) {
 		}
 		// A value gqlgen must judge (see gqljson.List.Add): read the list again the usual way.
 	}
-	rows, err := r.repo.Patients(ctx)
+	rows, err := r.repo.Patients(ctx, page)
 	if err != nil {
 		return nil, err
 	}
 	return pointers(rows), nil
 }
 
-func (r *Resolver) Oxygens(ctx context.Context, distinctFields []string) ([]*Oxygen, error) {
+func (r *Resolver) Oxygens(ctx context.Context, distinctFields []string, limit *int, after *int) ([]*Oxygen, error) {
 	cols, err := parseOxygenColumns(distinctFields)
 	if err != nil {
 		return nil, err
 	}
+	page, err := keyset.Parse(limit, after, r.maxPage)
+	if err != nil {
+		return nil, err
+	}
+	if len(cols) > 0 && !page.Whole() {
+		return nil, apierr.BadInput("distinct_fields: one object per distinct combination is not paged; omit limit and after, or omit distinct_fields")
+	}
 	if len(cols) == 0 {
 		if l := gqljson.NewList[Oxygen](ctx); l != nil { // as Patients
-			complete, err := r.repo.EachOxygen(ctx, l.Add)
+			complete, err := r.repo.EachOxygen(ctx, page, l.Add)
 			if err != nil {
 				return nil, err
 			}
@@ -68,7 +84,7 @@ func (r *Resolver) Oxygens(ctx context.Context, distinctFields []string) ([]*Oxy
 			}
 		}
 	}
-	rows, err := r.repo.Oxygens(ctx, cols)
+	rows, err := r.repo.Oxygens(ctx, cols, page)
 	if err != nil {
 		return nil, err
 	}

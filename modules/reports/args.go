@@ -1,6 +1,8 @@
 package reports
 
 import (
+	"encoding/json"
+	"errors"
 	"net/url"
 	"strconv"
 	"strings"
@@ -37,26 +39,16 @@ type Args struct {
 	Page    Page
 }
 
-// recordFilter builds the shared record filter from GraphQL arguments; it is validated when
-// compiled.
-func recordFilter(startDate, endDate string, filters []*stats.Filter, useOr *bool) stats.RecordFilter {
-	f := stats.RecordFilter{StartDate: startDate, EndDate: endDate, UseOr: useOr != nil && *useOr}
-	for _, fl := range filters {
-		if fl != nil {
-			f.Filters = append(f.Filters, *fl)
-		}
-	}
-	return f
-}
-
-// GraphQLArgs returns main_report's arguments: at most lim.Filters filters; limit defaults to
+// GraphQLArgs returns main_report's arguments: the record filter within lim (see
+// stats.Limits.Records); limit defaults to
 // DefaultLimit and may be 0 (only the total) to lim.PageSize; offset defaults to 0 and must not
 // be negative.
 func GraphQLArgs(lim stats.Limits, startDate, endDate string, filters []*stats.Filter, useOr *bool, limit, offset *int) (Args, error) {
-	if err := lim.CheckFilters(len(filters)); err != nil {
+	records, err := lim.Records(startDate, endDate, useOr, filters)
+	if err != nil {
 		return Args{}, err
 	}
-	a := Args{Records: recordFilter(startDate, endDate, filters, useOr), Page: Page{Limit: DefaultLimit}}
+	a := Args{Records: records, Page: Page{Limit: DefaultLimit}}
 	if limit != nil {
 		if *limit < 0 {
 			return Args{}, apierr.BadInput("limit: %d is negative; give 0 to %d rows per page", *limit, lim.PageSize)
@@ -76,7 +68,8 @@ func GraphQLArgs(lim stats.Limits, startDate, endDate string, filters []*stats.F
 }
 
 // ExportQuerySyntax describes the export's query parameters; error messages refer to it.
-const ExportQuerySyntax = "start_date=YYYY-MM-DD&end_date=YYYY-MM-DD[&use_or=true|false][&filter=column:OPERATOR:value]...[&limit=N][&offset=N]"
+const ExportQuerySyntax = "start_date=YYYY-MM-DD&end_date=YYYY-MM-DD[&use_or=true|false][&filter=column:OPERATOR:value]...[&limit=N][&offset=N]" +
+	" (filter=column:IS_NULL, filter=column:IN:[\"a\",\"b\"])"
 
 // ParseExportQuery reads the export's query string (as sent, still percent-encoded):
 //
@@ -85,7 +78,10 @@ const ExportQuerySyntax = "start_date=YYYY-MM-DD&end_date=YYYY-MM-DD[&use_or=tru
 //	use_or=false                   optional, true or false (default false)
 //	filter=station:EQUALS:Central  optional, repeatable: column, operator and value separated by
 //	                               the first two colons; the value is everything after the
-//	                               second colon (it may contain colons, and may be empty)
+//	                               second colon (it may contain colons, and may be empty);
+//	                               column:IS_NULL and column:IS_NOT_NULL have nothing after the
+//	                               operator; column:IN:["a","b"] and column:NOT_IN:[...] have
+//	                               a JSON array of strings
 //	limit=N, offset=N              optional; without limit every matching row is exported
 //
 // These are main_report's arguments with the same meaning; each filter parameter is one Filter
@@ -154,30 +150,52 @@ func ParseExportQuery(rawQuery string) (Args, error) {
 	return a, nil
 }
 
-// parseFilter reads column:OPERATOR:value.
+// parseFilter reads column:OPERATOR:value, column:OPERATOR (operators that take no value) or
+// column:OPERATOR:["a","b"] (operators that take a list: a JSON array of strings). Whether the
+// column takes the operator and the values convert is for stats.RecordFilter.Compile to say, as
+// for main_report.
 func parseFilter(s string) (stats.Filter, error) {
-	col, rest, ok1 := strings.Cut(s, ":")
-	op, value, ok2 := strings.Cut(rest, ":")
-	if !ok1 || !ok2 {
+	col, rest, ok := strings.Cut(s, ":")
+	if !ok {
 		return stats.Filter{}, errFilterSyntax
 	}
+	op, value, hasValue := strings.Cut(rest, ":")
 	o := stats.FilterOperator(op)
-	if !o.IsValid() {
-		return stats.Filter{}, apierr.BadInput("operator %s is not one of %s", strconv.Quote(op), operatorNames())
+	takes, ok := o.Takes()
+	if !ok {
+		return stats.Filter{}, apierr.BadInput("operator %s is not one of %s", strconv.Quote(op), stats.OperatorNames())
 	}
-	return stats.Filter{Column: col, Operator: o, Value: value}, nil
+	fl := stats.Filter{Column: col, Operator: o}
+	switch {
+	case takes == stats.NoOperand:
+		if hasValue {
+			return stats.Filter{}, apierr.BadInput("%s takes no value; write %s:%s", o, col, o)
+		}
+	case !hasValue:
+		return stats.Filter{}, errFilterSyntax
+	case takes == stats.ValueList:
+		var values []*string // a null in the array is refused, not read as ""
+		err := json.Unmarshal([]byte(value), &values)
+		if err == nil && values == nil {
+			err = errors.New("not an array")
+		}
+		for i := 0; err == nil && i < len(values); i++ {
+			if values[i] == nil {
+				err = errors.New("null in the array")
+				break
+			}
+			fl.Values = append(fl.Values, *values[i])
+		}
+		if err != nil {
+			return stats.Filter{}, apierr.BadInput("%s takes a JSON array of strings after the second colon, e.g. %s:%s:[\"a\",\"b\"]", o, col, o)
+		}
+	default:
+		fl.Value = &value
+	}
+	return fl, nil
 }
 
-var errFilterSyntax = apierr.BadInput("expected column:OPERATOR:value, e.g. station:EQUALS:Central")
-
-func operatorNames() string {
-	ops := stats.FilterOperators()
-	names := make([]string, len(ops))
-	for i, o := range ops {
-		names[i] = string(o)
-	}
-	return strings.Join(names, ", ")
-}
+var errFilterSyntax = apierr.BadInput(`expected column:OPERATOR:value, e.g. station:EQUALS:Central (column:IS_NULL, column:IN:["a","b"])`)
 
 func nonNegative(name, v string) (int64, error) {
 	n, err := strconv.ParseInt(v, 10, 64)

@@ -61,7 +61,7 @@ type ExportResult struct {
 // the export its values (request id); the export is cancelled by ctx only until its first row (a
 // client that leaves while it waits), then by Close, by a failed write, or at shutdown.
 func (e *Exporter) Start(ctx context.Context, a Args) (*Export, error) {
-	if err := e.limits.CheckFilters(len(a.Records.Filters)); err != nil {
+	if err := e.limits.CheckRecords(a.Records); err != nil {
 		return nil, err
 	}
 	q, args, err := exportSQL(a)

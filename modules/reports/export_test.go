@@ -24,7 +24,11 @@ const exportPath = "/v1/reports/main-report/export"
 func (c reportCase) exportQuery() string {
 	v := url.Values{"start_date": {c.start}, "end_date": {c.end}, "use_or": {strconv.FormatBool(c.useOr)}}
 	for _, f := range c.filters {
-		v.Add("filter", f[0]+":"+f[1]+":"+f[2])
+		if f[1] == "IS_NULL" || f[1] == "IS_NOT_NULL" {
+			v.Add("filter", f[0]+":"+f[1])
+			continue
+		}
+		v.Add("filter", f[0]+":"+f[1]+":"+f[2]) // IN and NOT_IN: the JSON array
 	}
 	return v.Encode()
 }
@@ -223,6 +227,16 @@ func TestExportBadArguments(t *testing.T) {
 		{"bad percent-encoding", ok + "&filter=station:EQUALS:%ZZ", "query string"},
 		{"value not UTF-8", ok + "&filter=station:EQUALS:%FF", "UTF-8"},
 		{"second filter bad", ok + "&filter=station:EQUALS:Central&filter=age:EQUALS:old", "old"},
+		{"IN without a JSON array", ok + "&filter=station:IN:Central", "JSON array"},
+		{"IN with a number in the array", ok + "&filter=age:IN:[1,2]", "JSON array"},
+		{"IN with null in the array", ok + "&filter=station:IN:[%22a%22,null]", "JSON array"},
+		{"IN with an empty array", ok + "&filter=station:IN:[]", "filters[0] (IN)"},
+		{"IN without values", ok + "&filter=station:IN", "column:OPERATOR:value"},
+		{"EQUALS without value", ok + "&filter=station:EQUALS", "column:OPERATOR:value"},
+		{"IS_NULL with a value", ok + "&filter=station:IS_NULL:x", "station:IS_NULL"},
+		{"IS_NOT_NULL with an empty value", ok + "&filter=station:IS_NOT_NULL:", "takes no value"},
+		{"CONTAINS on a number", ok + "&filter=distance:CONTAINS:1", "filters[0] (CONTAINS)"},
+		{"a list value of the wrong type", ok + "&filter=age:NOT_IN:[%221%22,%22old%22]", "old"},
 	} {
 		resp, body := e.svc.Get(t, exportPath+"?"+tc.query, exportHeaders(e.svc))
 		var b struct {
@@ -242,8 +256,18 @@ func TestExportBadArguments(t *testing.T) {
 			t.Errorf("%s: body has CSV: %s", tc.name, body)
 		}
 	}
+	// More values than LIMITS__MAX_FILTER_VALUES (a small one: the default 1000 values make an
+	// address longer than the service reads).
+	small := servicetest.Start(t, servicetest.FixtureDB(t), map[string]string{"LIMITS__MAX_FILTER_VALUES": "3"})
+	resp, body := small.Get(t, exportPath+"?"+ok+"&filter=station:EQUALS:x&filter=station:IN:"+url.QueryEscape(manyValues(4)), exportHeaders(small))
+	if resp.StatusCode != 400 || !strings.Contains(string(body), "filters[1] (IN): 4 values exceed LIMITS__MAX_FILTER_VALUES=3") {
+		t.Errorf("too many values: %d %s", resp.StatusCode, body)
+	}
+	if resp, body := small.Get(t, exportPath+"?"+ok+"&filter=station:IN:"+url.QueryEscape(manyValues(3)), exportHeaders(small)); resp.StatusCode != 200 {
+		t.Errorf("three values: %d %s", resp.StatusCode, body)
+	}
 	// A colon in the value is part of it.
-	resp, body := e.svc.Get(t, exportPath+"?"+ok+"&filter=occurred_at:GREATER_THAN_OR_EQUAL:2024-03-15 00:00:01", exportHeaders(e.svc))
+	resp, body = e.svc.Get(t, exportPath+"?"+ok+"&filter=occurred_at:GREATER_THAN_OR_EQUAL:2024-03-15 00:00:01", exportHeaders(e.svc))
 	if resp.StatusCode != 200 {
 		t.Errorf("value with colons: %d %s", resp.StatusCode, body)
 	}
@@ -416,4 +440,14 @@ WHERE datname = current_database() AND application_name = 'emsquery'`).Scan(&n);
 	if _, err := io.Copy(io.Discard, resp.Body); err == nil {
 		t.Error("the stalled export's body ended cleanly")
 	}
+}
+
+// manyValues is a JSON array of n different strings.
+func manyValues(n int) string {
+	vs := make([]string, n)
+	for i := range vs {
+		vs[i] = strconv.Itoa(i)
+	}
+	b, _ := json.Marshal(vs)
+	return string(b)
 }

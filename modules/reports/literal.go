@@ -10,8 +10,8 @@ import (
 
 // COPY takes no bind parameters, so the export writes its values into the statement text. Only
 // values that were already validated and converted go there: the dates of the range
-// (stats.ParseDate), the filter values that stats.Convert produced for the column's type, and
-// the page's numbers. inline renders each as a quoted string literal followed by the explicit
+// (stats.ParseDate), the filter values that stats.Convert produced for the column's type (a
+// list of them, for IN and NOT_IN, as text[]), and the page's numbers. inline renders each as a quoted string literal followed by the explicit
 // cast that the statement builders put after every placeholder, so a value is always read as
 // data of one type, never as SQL.
 
@@ -84,6 +84,8 @@ func literal(v any) (string, error) {
 			return "", fmt.Errorf("time %v is not a converted date or timestamp", x)
 		}
 		return quoteLiteral(x.Format("2006-01-02 15:04:05.999999"))
+	case []string:
+		return quoteLiteral(arrayText(x))
 	default:
 		return "", fmt.Errorf("no literal form for %T", v)
 	}
@@ -107,4 +109,28 @@ func quoteLiteral(s string) (string, error) {
 		return " E'" + strings.ReplaceAll(q, `\`, `\\`) + "'", nil
 	}
 	return "'" + q + "'", nil
+}
+
+// arrayText writes elems in PostgreSQL's array input syntax (array_in): every element in
+// double quotes, so that none is read as NULL and spaces, commas and braces are data, with a
+// backslash before each double quote and backslash inside. quoteLiteral then makes the whole a
+// string literal; the statement casts it to text[].
+func arrayText(elems []string) string {
+	var b strings.Builder
+	b.WriteByte('{')
+	for i, e := range elems {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteByte('"')
+		for j := 0; j < len(e); j++ { // bytes: quoteLiteral refuses what is not UTF-8
+			if e[j] == '"' || e[j] == '\\' {
+				b.WriteByte('\\')
+			}
+			b.WriteByte(e[j])
+		}
+		b.WriteByte('"')
+	}
+	b.WriteByte('}')
+	return b.String()
 }

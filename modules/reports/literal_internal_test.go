@@ -3,8 +3,10 @@ package reports
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
+	"net/url"
 	"reflect"
 	"strings"
 	"testing"
@@ -87,6 +89,32 @@ func TestLiteralRoundTrip(t *testing.T) {
 		if got, err := simpleQuery(ctx, conn, "SELECT ("+lit+"::date)::text"); err != nil || got != "2024-02-29" {
 			t.Errorf("date as %s: %q, %v", lit, got, err)
 		}
+		// The lists of IN and NOT_IN: every tricky string as an element, and arrays of one.
+		arrays := [][]string{trickyStrings, {"NULL"}, {""}, {"{}"}, {`"`}, {`\`}, {"a,b", " spaced ", "{x}"}}
+		for _, s := range trickyStrings {
+			arrays = append(arrays, []string{s})
+		}
+		for _, arr := range arrays {
+			lit, err := literal(arr)
+			if err != nil {
+				t.Fatalf("%q: %v", arr, err)
+			}
+			got, err := simpleQuery(ctx, conn, "SELECT array_to_json("+lit+"::text[])::text")
+			if err != nil {
+				t.Errorf("scs %s: %q as %s: %v", scs, arr, lit, err)
+				continue
+			}
+			var back []*string
+			if err := json.Unmarshal([]byte(got), &back); err != nil || len(back) != len(arr) {
+				t.Errorf("scs %s: %q as %s reads back as %s", scs, arr, lit, got)
+				continue
+			}
+			for i := range arr {
+				if back[i] == nil || *back[i] != arr[i] {
+					t.Errorf("scs %s: %q as %s: element %d reads back as %s", scs, arr, lit, i, got)
+				}
+			}
+		}
 	}
 }
 
@@ -105,7 +133,7 @@ func simpleQuery(ctx context.Context, conn *pgx.Conn, sql string) (string, error
 }
 
 func TestLiteralRefuses(t *testing.T) {
-	for _, v := range []any{"nul\x00byte", "bad \xff utf-8", 1.5, int(3), nil, []string{"a"},
+	for _, v := range []any{"nul\x00byte", "bad \xff utf-8", 1.5, int(3), nil, []int32{1}, []string{"a", "nul\x00"}, []string{"\xff"},
 		time.Date(2024, 1, 1, 0, 0, 0, 0, time.FixedZone("X", 3600))} {
 		if l, err := literal(v); err == nil {
 			t.Errorf("literal(%#v) = %s, want an error", v, l)
@@ -148,8 +176,10 @@ func TestInline(t *testing.T) {
 // for main_report (with placeholders) and for the export (with literals).
 func TestExportStatementHasNoClientText(t *testing.T) {
 	a := Args{Records: stats.RecordFilter{StartDate: "2024-03-01", EndDate: "2024-03-31", UseOr: true,
-		Filters: []stats.Filter{{Column: "station", Operator: stats.Equals, Value: "x'); DROP TABLE t; --"},
-			{Column: "distance", Operator: stats.GreaterThan, Value: "9.5"}}}, Page: Page{Limit: 10, Offset: 5}}
+		Filters: []stats.Filter{{Column: "station", Operator: stats.Equals, Value: ptr("x'); DROP TABLE t; --")},
+			{Column: "distance", Operator: stats.GreaterThan, Value: ptr("9.5")},
+			{Column: "callsign", Operator: stats.In, Values: []string{`a"}', DROP`, `\`}},
+			{Column: "age", Operator: stats.NotIn, Values: []string{"7"}}}}, Page: Page{Limit: 10, Offset: 5}}
 	q, args, err := exportSQL(a)
 	if err != nil {
 		t.Fatal(err)
@@ -159,7 +189,7 @@ func TestExportStatementHasNoClientText(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{`'x''); DROP TABLE t; --'::text`, `'9.5'::numeric`, `'2024-03-01 00:00:00'::date`,
-		`LIMIT '10'::bigint OFFSET '5'::bigint`, "TO STDOUT WITH (FORMAT csv, HEADER, ENCODING 'UTF8')"} {
+		`LIMIT '10'::bigint OFFSET '5'::bigint`, ` E'{"a\\"}'', DROP","\\\\"}'::text[]`, `'{"7"}'::text[]::integer[]`, "TO STDOUT WITH (FORMAT csv, HEADER, ENCODING 'UTF8')"} {
 		if !strings.Contains(sql, want) {
 			t.Errorf("statement lacks %s:\n%s", want, sql)
 		}
@@ -174,10 +204,13 @@ func TestExportStatementHasNoClientText(t *testing.T) {
 func TestExportQueryIsGraphQLArgs(t *testing.T) {
 	tr := true
 	limit, offset := 40, 95
-	gql, err := GraphQLArgs(stats.Limits{Columns: 20, Filters: 50, PageSize: 1000}, "2024-03-01", "2024-03-31", []*stats.Filter{
-		{Column: "station", Operator: stats.Equals, Value: "Ålesund Sør, \"Kai\" 1's"},
-		{Column: "occurred_at", Operator: stats.GreaterThanOrEqual, Value: "2024-03-15 12:00:00"},
-		{Column: "municipality", Operator: stats.Equals, Value: ""},
+	gql, err := GraphQLArgs(stats.Limits{Columns: 20, Filters: 50, FilterValues: 10, PageSize: 1000}, "2024-03-01", "2024-03-31", []*stats.Filter{
+		{Column: "station", Operator: stats.Equals, Value: ptr("Ålesund Sør, \"Kai\" 1's")},
+		{Column: "occurred_at", Operator: stats.GreaterThanOrEqual, Value: ptr("2024-03-15 12:00:00")},
+		{Column: "municipality", Operator: stats.Equals, Value: ptr("")},
+		{Column: "station", Operator: stats.In, Values: []string{"Alpha", "Beta, North", `q"uote`}},
+		{Column: "gender", Operator: stats.IsNull},
+		{Column: "callsign", Operator: stats.Contains, Value: ptr("amb:1")},
 	}, &tr, &limit, &offset)
 	if err != nil {
 		t.Fatal(err)
@@ -185,7 +218,9 @@ func TestExportQueryIsGraphQLArgs(t *testing.T) {
 	exp, err := ParseExportQuery("start_date=2024-03-01&end_date=2024-03-31&use_or=true" +
 		"&filter=station:EQUALS:%C3%85lesund+S%C3%B8r%2C+%22Kai%22+1%27s" +
 		"&filter=occurred_at:GREATER_THAN_OR_EQUAL:2024-03-15%2012:00:00" +
-		"&filter=municipality:EQUALS:&limit=40&offset=95")
+		"&filter=municipality:EQUALS:" +
+		"&filter=station:IN:" + url.QueryEscape(`["Alpha","Beta, North","q\"uote"]`) +
+		"&filter=gender:IS_NULL&filter=callsign:CONTAINS:amb:1&limit=40&offset=95")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,3 +253,5 @@ func TestRelayRows(t *testing.T) {
 		t.Errorf("relayed %q (%d bytes), want %q", got, r.bytes, want)
 	}
 }
+
+func ptr(s string) *string { return &s }

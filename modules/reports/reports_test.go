@@ -114,10 +114,24 @@ func (c reportCase) condition() string {
 	return c.cond
 }
 
+// vars are the GraphQL variables of the case. A filter's third part is its value; for IN and
+// NOT_IN, the JSON array of its values (as the export's syntax has it); for IS_NULL and
+// IS_NOT_NULL, nothing.
 func (c reportCase) vars() map[string]any {
 	fs := make([]map[string]any, len(c.filters))
 	for i, f := range c.filters {
-		fs[i] = map[string]any{"column": f[0], "operator": f[1], "value": f[2]}
+		fs[i] = map[string]any{"column": f[0], "operator": f[1]}
+		switch f[1] {
+		case "IS_NULL", "IS_NOT_NULL":
+		case "IN", "NOT_IN":
+			var values []string
+			if err := json.Unmarshal([]byte(f[2]), &values); err != nil {
+				panic("test bug: " + f[2] + " is not a JSON array of strings")
+			}
+			fs[i]["values"] = values
+		default:
+			fs[i]["value"] = f[2]
+		}
 	}
 	return map[string]any{"start": c.start, "end": c.end, "useOr": c.useOr, "filters": fs}
 }
@@ -144,6 +158,21 @@ var cases = []reportCase{
 		filters: [][3]string{{"resource_id", "EQUALS", "1002"}}, cond: `res.resource_id = 1002`, nonEmpty: true},
 	{name: "urgency up to B, one filter with use_or", start: "2024-01-01", end: "2025-12-31", useOr: true,
 		filters: [][3]string{{"degree_of_urgency", "LESS_THAN_OR_EQUAL", "B"}}, cond: `r.degree_of_urgency <= 'B'`, nonEmpty: true},
+	{name: "IN with a comma, quotes and non-ASCII in its values", start: "2024-01-01", end: "2025-12-31",
+		filters: [][3]string{{"station", "IN", `["Central", "Ålesund Sør, \"Kai\" 1's", "Nowhere"]`}},
+		cond:    `r.station IN ('Central', $q$Ålesund Sør, "Kai" 1's$q$, 'Nowhere')`, nonEmpty: true},
+	{name: "NOT_IN and IS_NULL (OR)", start: "2024-01-01", end: "2025-12-31", useOr: true,
+		filters: [][3]string{{"degree_of_urgency", "NOT_IN", `["A", "B", "C"]`}, {"callsign", "IS_NULL", ""}},
+		cond:    `r.degree_of_urgency NOT IN ('A', 'B', 'C') OR res.callsign IS NULL`, nonEmpty: true},
+	{name: "CONTAINS with a wildcard, NOT_EQUALS on a joined integer", start: "2024-01-01", end: "2025-12-31",
+		filters: [][3]string{{"municipality", "CONTAINS", "R_V"}, {"age", "NOT_EQUALS", "34"}},
+		cond:    `r.municipality ILIKE '%r\_v%' AND p.age <> 34`, nonEmpty: true},
+	{name: "IS_NULL on a number, IS_NOT_NULL on a boolean (OR)", start: "2024-01-01", end: "2025-12-31", useOr: true,
+		filters: [][3]string{{"distance", "IS_NULL", ""}, {"transported", "IS_NOT_NULL", ""}},
+		cond:    `r.distance IS NULL OR r.transported IS NOT NULL`, nonEmpty: true},
+	{name: "timestamps IN", start: "2024-01-01", end: "2025-12-31",
+		filters: [][3]string{{"occurred_at", "IN", `["2024-03-01 00:00:00", "2024-03-31T23:59:59", "2024-02-29"]`}},
+		cond:    `r.occurred_at IN ('2024-03-01 00:00:00', '2024-03-31 23:59:59', '2024-02-29')`, nonEmpty: true},
 	{name: "nothing matches", start: "2024-03-01", end: "2024-03-31",
 		filters: [][3]string{{"station", "EQUALS", "Nowhere"}}, cond: `r.station = 'Nowhere'`},
 }
@@ -292,6 +321,9 @@ func TestMainReportBadArguments(t *testing.T) {
 		{"start after end", "2024-04-01", "2024-03-31", nil, "after"},
 		{"unknown column", "2024-03-01", "2024-03-31", [][3]string{{"colour", "EQUALS", "red"}}, "colour"},
 		{"value of the wrong type", "2024-03-01", "2024-03-31", [][3]string{{"distance", "GREATER_THAN", "far"}}, "far"},
+		{"IN without values", "2024-03-01", "2024-03-31", [][3]string{{"station", "EQUALS", "x"}, {"station", "IN", `[]`}}, "filters[1] (IN)"},
+		{"CONTAINS on a number", "2024-03-01", "2024-03-31", [][3]string{{"distance", "CONTAINS", "1"}}, "filters[0] (CONTAINS)"},
+		{"a list value of the wrong type", "2024-03-01", "2024-03-31", [][3]string{{"age", "NOT_IN", `["1", "old"]`}}, "old"},
 	} {
 		c := reportCase{start: tc.start, end: tc.end, filters: tc.filters}
 		r := e.svc.GraphQL(t, "/serve/graphql", mainReportQuery, c.vars())
@@ -473,7 +505,7 @@ func TestLookupsColumns(t *testing.T) {
 	for _, v := range data.Enum.EnumValues {
 		operators = append(operators, v.Name)
 	}
-	if len(data.Columns) != 12 || len(operators) != 5 {
+	if len(data.Columns) != 12 || len(operators) != 11 {
 		t.Fatalf("got %d columns and %d operators: %s", len(data.Columns), len(operators), js(data))
 	}
 	// The record's own columns come first where a name exists in several tables (station_id).
@@ -504,8 +536,12 @@ WHERE table_schema = current_schema() AND table_name = $1`, tbl.name)
 		if sqlType[c.Type] != exprs[c.Name+" type"] {
 			t.Errorf("column %s: type %s, the database says %s", c.Name, c.Type, exprs[c.Name+" type"])
 		}
-		if !slices.Equal(c.Operators, operators) {
-			t.Errorf("column %s: operators %v, want every FilterOperator %v", c.Name, c.Operators, operators)
+		want := operators
+		if c.Type != "TEXT" {
+			want = slices.DeleteFunc(slices.Clone(operators), func(o string) bool { return o == "CONTAINS" })
+		}
+		if !slices.Equal(c.Operators, want) {
+			t.Errorf("column %s: operators %v, want %v", c.Name, c.Operators, want)
 		}
 		var value string
 		q := `SELECT ` + expr + `::text FROM ` + recordsFrom + ` WHERE ` + expr + ` IS NOT NULL ORDER BY r.record_id LIMIT 1`
@@ -524,6 +560,24 @@ WHERE table_schema = current_schema() AND table_name = $1`, tbl.name)
 		r.DataInto(t, &got)
 		if got.MainReport.Total != n || n == 0 {
 			t.Errorf("filter %s EQUALS %q: total %d, want %d", c.Name, value, got.MainReport.Total, n)
+		}
+		// Exactly the listed operators are accepted: each with what it takes.
+		for _, op := range operators {
+			f := map[string]any{"column": c.Name, "operator": op}
+			switch op {
+			case "IN", "NOT_IN":
+				f["values"] = []string{value}
+			case "IS_NULL", "IS_NOT_NULL":
+			default:
+				f["value"] = value
+			}
+			r := e.svc.GraphQL(t, "/serve/graphql", `query($f: [Filter!]) { main_report(start_date: "2000-01-01", end_date: "2030-12-31", filters: $f) { total } }`,
+				map[string]any{"f": []any{f}})
+			if listed := slices.Contains(c.Operators, op); listed != (len(r.Errors) == 0) {
+				t.Errorf("column %s, operator %s: listed %v, answer %s", c.Name, op, listed, r.Raw)
+			} else if !listed && (r.Errors[0].Code() != "BAD_USER_INPUT" || !strings.Contains(r.Errors[0].Message, "filters[0] ("+op+")")) {
+				t.Errorf("column %s, operator %s: %s", c.Name, op, r.Raw)
+			}
 		}
 	}
 }

@@ -28,10 +28,11 @@ func (r *ServeResolver) MainReport(ctx context.Context, startDate string, endDat
 }
 
 func (r *ServeResolver) MainReportSummary(ctx context.Context, startDate string, endDate string, filters []*stats.Filter, useOr *bool) (*MainReportSummary, error) {
-	if err := r.limits.CheckFilters(len(filters)); err != nil {
+	f, err := r.limits.Records(startDate, endDate, useOr, filters)
+	if err != nil {
 		return nil, err
 	}
-	return r.repo.Summary(ctx, recordFilter(startDate, endDate, filters, useOr))
+	return r.repo.Summary(ctx, f)
 }
 
 // selected says whether the query asks for MainReport's rows and total, so that a client that
@@ -87,12 +88,12 @@ func (r *LookupsResolver) Genders(ctx context.Context) ([]string, error) {
 }
 
 // Columns lists the stats catalog: the one list of queryable columns, with the operators each
-// accepts (every operator, for every type).
+// accepts.
 func (r *LookupsResolver) Columns(ctx context.Context) ([]*QueryableColumn, error) {
 	cols := stats.Columns()
 	out := make([]QueryableColumn, len(cols))
 	for i, c := range cols {
-		out[i] = QueryableColumn{Name: c.Name, Type: columnType(c.Type), Operators: stats.FilterOperators()}
+		out[i] = QueryableColumn{Name: c.Name, Type: columnType(c.Type), Operators: c.Operators()}
 	}
 	return pointers(out), nil
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/emsanalytics/emsquery/platform/database"
+	"github.com/emsanalytics/emsquery/platform/keyset"
 )
 
 // Repository reads dim_resource and dim_station.
@@ -22,11 +23,13 @@ const (
 	opStationResources = "station resources"
 )
 
-// Resources returns every dim_resource row ordered by sk_resource.
-func (r *Repository) Resources(ctx context.Context) ([]Resource, error) {
+// Resources returns the dim_resource rows of page ordered by sk_resource.
+func (r *Repository) Resources(ctx context.Context, page keyset.Page) ([]Resource, error) {
 	const q = `SELECT sk_resource, resource_id, callsign, station_id, station, valid_from, valid_to
 FROM dim_resource
-ORDER BY sk_resource`
+WHERE sk_resource > $1
+ORDER BY sk_resource
+LIMIT $2`
 	var (
 		// Scan targets, reused for every row: scanning into the Resource's own pointer fields
 		// would allocate through pgx's generic pointer plan.
@@ -34,7 +37,7 @@ ORDER BY sk_resource`
 		station   pgtype.Text
 		from, to  pgtype.Date
 	)
-	return database.Collect(ctx, r.db, opResources, q, nil, func(row pgx.CollectableRow) (Resource, error) {
+	return database.Collect(ctx, r.db, opResources, q, page.Args(), func(row pgx.CollectableRow) (Resource, error) {
 		var res Resource
 		if err := row.Scan(&res.SkResource, &res.ResourceID, &res.Callsign, &stationID, &station, &from, &to); err != nil {
 			return res, err

@@ -1,6 +1,10 @@
 package resources
 
-import "context"
+import (
+	"context"
+
+	"github.com/emsanalytics/emsquery/platform/keyset"
+)
 
 // Resource is one dim_resource row: a version of a resource.
 type Resource struct {
@@ -27,13 +31,20 @@ type StationResource struct {
 
 // Resolver answers the resources root fields of /graphql.
 type Resolver struct {
-	repo *Repository
+	repo    *Repository
+	maxPage keyset.MaxPage
 }
 
-func NewResolver(repo *Repository) *Resolver { return &Resolver{repo: repo} }
+func NewResolver(repo *Repository, maxPage keyset.MaxPage) *Resolver {
+	return &Resolver{repo: repo, maxPage: maxPage}
+}
 
-func (r *Resolver) Resources(ctx context.Context) ([]*Resource, error) {
-	rows, err := r.repo.Resources(ctx)
+func (r *Resolver) Resources(ctx context.Context, limit *int, after *int) ([]*Resource, error) {
+	page, err := keyset.Parse(limit, after, r.maxPage)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := r.repo.Resources(ctx, page)
 	if err != nil {
 		return nil, err
 	}

@@ -198,3 +198,53 @@ func expectedStationResources(t *testing.T, pool *pgxpool.Pool) []map[string]any
 	}
 	return want
 }
+
+// TestResourcesPaging: walking resources with limit and after (the last sk_resource received)
+// returns every row exactly once, in order; the limits are refused by name.
+func TestResourcesPaging(t *testing.T) {
+	db := servicetest.FixtureDB(t)
+	pool := db.Pool(t)
+	svc := servicetest.Start(t, db, map[string]string{"LIMITS__MAX_PAGE_SIZE": "5"})
+	want := expectedResources(t, pool)
+	if len(want) <= 5 {
+		t.Fatalf("fixture check: %d resources, want more than a page", len(want))
+	}
+	const q = `query($limit: Int, $after: Int) { resources(limit: $limit, after: $after) { sk_resource resource_id callsign station_id station valid_from valid_to } }`
+	for _, limit := range []int{1, 3, 5} {
+		var all []json.RawMessage
+		vars := map[string]any{"limit": limit}
+		for pages := 0; pages <= len(want); pages++ {
+			var rows []json.RawMessage
+			if err := json.Unmarshal(svc.Field(t, "/graphql", q, vars, "resources"), &rows); err != nil {
+				t.Fatal(err)
+			}
+			if len(rows) > limit {
+				t.Fatalf("page of %d with limit %d", len(rows), limit)
+			}
+			if len(rows) == 0 {
+				break
+			}
+			all = append(all, rows...)
+			var last struct {
+				Sk int `json:"sk_resource"`
+			}
+			if err := json.Unmarshal(rows[len(rows)-1], &last); err != nil {
+				t.Fatal(err)
+			}
+			vars["after"] = last.Sk
+		}
+		b, _ := json.Marshal(all)
+		servicetest.AssertJSON(t, "resources walked", b, want)
+	}
+	servicetest.AssertJSON(t, "after the second", svc.Field(t, "/graphql", `query($a: Int) { resources(after: $a) { sk_resource resource_id callsign station_id station valid_from valid_to } }`,
+		map[string]any{"a": want[1]["sk_resource"]}, "resources"), want[2:])
+	for _, bad := range []string{`{ resources(limit: 0) { sk_resource } }`, `{ resources(limit: 6) { sk_resource } }`} {
+		resp := svc.GraphQL(t, "/graphql", bad, nil)
+		if len(resp.Errors) != 1 || resp.Errors[0].Code() != "BAD_USER_INPUT" || !strings.Contains(resp.Errors[0].Message, "limit") {
+			t.Errorf("%s: %s", bad, resp.Raw)
+		}
+	}
+	if resp := svc.GraphQL(t, "/graphql", `{ resources(limit: 6) { sk_resource } }`, nil); len(resp.Errors) == 0 || !strings.Contains(resp.Errors[0].Message, "LIMITS__MAX_PAGE_SIZE=5") {
+		t.Errorf("the refusal does not name the setting: %s", resp.Raw)
+	}
+}

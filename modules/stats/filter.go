@@ -13,7 +13,7 @@ import (
 )
 
 // FilterOperator is the GraphQL enum FilterOperator: how a filter compares a column with its
-// value.
+// value or values.
 type FilterOperator string
 
 const (
@@ -22,33 +22,95 @@ const (
 	LessThan           FilterOperator = "LESS_THAN"
 	GreaterThanOrEqual FilterOperator = "GREATER_THAN_OR_EQUAL"
 	LessThanOrEqual    FilterOperator = "LESS_THAN_OR_EQUAL"
+	NotEquals          FilterOperator = "NOT_EQUALS"
+	In                 FilterOperator = "IN"
+	NotIn              FilterOperator = "NOT_IN"
+	IsNull             FilterOperator = "IS_NULL"
+	IsNotNull          FilterOperator = "IS_NOT_NULL"
+	Contains           FilterOperator = "CONTAINS"
 )
 
-// FilterOperators lists every operator; each column type accepts all of them (booleans order
-// false before true, as in SQL).
-func FilterOperators() []FilterOperator {
-	return []FilterOperator{Equals, GreaterThan, LessThan, GreaterThanOrEqual, LessThanOrEqual}
+// Operand is what an operator compares the column with: Filter.value, Filter.values or
+// nothing.
+type Operand int
+
+const (
+	OneValue Operand = iota
+	ValueList
+	NoOperand
+)
+
+// operatorSpec is one operator of contract sections 3 and 6.1.
+type operatorSpec struct {
+	op       FilterOperator
+	takes    Operand
+	textOnly bool   // CONTAINS: a substring of text
+	sql      string // the comparison for OneValue operators other than CONTAINS
 }
 
-// sql is the operator's SQL text.
-func (o FilterOperator) sql() (string, bool) {
-	switch o {
-	case Equals:
-		return "=", true
-	case GreaterThan:
-		return ">", true
-	case LessThan:
-		return "<", true
-	case GreaterThanOrEqual:
-		return ">=", true
-	case LessThanOrEqual:
-		return "<=", true
+// operators are every operator in the enum's order.
+var operators = []operatorSpec{
+	{op: Equals, sql: "="},
+	{op: GreaterThan, sql: ">"},
+	{op: LessThan, sql: "<"},
+	{op: GreaterThanOrEqual, sql: ">="},
+	{op: LessThanOrEqual, sql: "<="},
+	{op: NotEquals, sql: "<>"},
+	{op: In, takes: ValueList},
+	{op: NotIn, takes: ValueList},
+	{op: IsNull, takes: NoOperand},
+	{op: IsNotNull, takes: NoOperand},
+	{op: Contains, textOnly: true},
+}
+
+func (o FilterOperator) spec() (operatorSpec, bool) {
+	for _, s := range operators {
+		if s.op == o {
+			return s, true
+		}
 	}
-	return "", false
+	return operatorSpec{}, false
+}
+
+// FilterOperators lists every operator in the enum's order; Column.Operators lists those a
+// column accepts.
+func FilterOperators() []FilterOperator {
+	out := make([]FilterOperator, len(operators))
+	for i, s := range operators {
+		out[i] = s.op
+	}
+	return out
+}
+
+// OperatorNames is the operators' names, comma separated, for messages.
+func OperatorNames() string {
+	names := make([]string, len(operators))
+	for i, s := range operators {
+		names[i] = string(s.op)
+	}
+	return strings.Join(names, ", ")
+}
+
+// Operators lists the operators a filter on c accepts: all of them on text, all but CONTAINS
+// on the other types (booleans order false before true, as in SQL).
+func (c Column) Operators() []FilterOperator {
+	out := make([]FilterOperator, 0, len(operators))
+	for _, s := range operators {
+		if !s.textOnly || c.Type == TypeText {
+			out = append(out, s.op)
+		}
+	}
+	return out
+}
+
+// Takes says what the operator compares with; false for a name outside the enum.
+func (o FilterOperator) Takes() (Operand, bool) {
+	s, ok := o.spec()
+	return s.takes, ok
 }
 
 // IsValid reports whether o is one of the enum's values.
-func (o FilterOperator) IsValid() bool { _, ok := o.sql(); return ok }
+func (o FilterOperator) IsValid() bool { _, ok := o.spec(); return ok }
 
 func (o FilterOperator) String() string { return string(o) }
 
@@ -63,18 +125,21 @@ func (o *FilterOperator) UnmarshalGQL(v any) error {
 	}
 	op := FilterOperator(s)
 	if !op.IsValid() {
-		return apierr.BadInput("operator: %s is not a FilterOperator; accepted: EQUALS, GREATER_THAN, LESS_THAN, GREATER_THAN_OR_EQUAL, LESS_THAN_OR_EQUAL", quote(s))
+		return apierr.BadInput("operator: %s is not a FilterOperator; accepted: %s", quote(s), OperatorNames())
 	}
 	*o = op
 	return nil
 }
 
 // Filter is the GraphQL input Filter: compare a catalog column with a value given as a string
-// (numbers are sent as strings) that is converted to the column's type.
+// (numbers are sent as strings) that is converted to the column's type, with a list of such
+// values (IN, NOT_IN), or with nothing (IS_NULL, IS_NOT_NULL). Value nil and Values nil or empty
+// mean not given.
 type Filter struct {
 	Column   string         `json:"column"`
-	Value    string         `json:"value"`
 	Operator FilterOperator `json:"operator"`
+	Value    *string        `json:"value"`
+	Values   []string       `json:"values"`
 }
 
 // RecordFilter selects mission records: the date range (always applied) and the filters,
@@ -152,21 +217,104 @@ func (f RecordFilter) Compile(args *Args) (Condition, error) {
 	return cond, nil
 }
 
-// compile validates one filter and returns its SQL comparison; where names it in errors.
+// compile validates one filter and returns its SQL condition; where names it in errors
+// ("filters[2]"). Every value is converted to the column's type (Convert) and travels as a
+// parameter: one value with a cast to the column's type, a list as one text[] parameter cast to
+// an array of the column's type, so that IN takes one placeholder however many values it has.
 func (fl Filter) compile(where string, args *Args) (string, Column, error) {
 	c, err := column(where+".column", fl.Column)
 	if err != nil {
 		return "", Column{}, err
 	}
-	op, ok := fl.Operator.sql()
+	spec, ok := fl.Operator.spec()
 	if !ok {
-		return "", Column{}, apierr.BadInput("%s.operator: %s is not a FilterOperator", where, quote(string(fl.Operator)))
+		return "", Column{}, apierr.BadInput("%s.operator: %s is not a FilterOperator; accepted: %s", where, quote(string(fl.Operator)), OperatorNames())
 	}
-	v, err := Convert(c, fl.Value)
+	where += " (" + string(spec.op) + ")"
+	if spec.textOnly && c.Type != TypeText {
+		return "", Column{}, apierr.BadInput("%s: column %s is %s; %s applies to text columns only: %s", where, c.Name, c.Type, spec.op, textColumnNames())
+	}
+	hasValue, hasValues := fl.Value != nil, len(fl.Values) > 0
+	switch spec.takes {
+	case OneValue:
+		if hasValues {
+			return "", Column{}, apierr.BadInput("%s: takes value, not values; use IN or NOT_IN for a list", where)
+		}
+		if !hasValue {
+			return "", Column{}, apierr.BadInput("%s: give value, the string to compare with", where)
+		}
+	case ValueList:
+		if hasValue {
+			return "", Column{}, apierr.BadInput("%s: takes values (a list of strings), not value", where)
+		}
+		if !hasValues {
+			return "", Column{}, apierr.BadInput("%s: give values, a list of at least one string", where)
+		}
+	case NoOperand:
+		if hasValue || hasValues {
+			return "", Column{}, apierr.BadInput("%s: takes neither value nor values", where)
+		}
+	}
+	expr := c.Expr()
+	switch spec.op {
+	case IsNull:
+		return expr + " IS NULL", c, nil
+	case IsNotNull:
+		return expr + " IS NOT NULL", c, nil
+	case In, NotIn:
+		texts := make([]string, len(fl.Values))
+		for i, s := range fl.Values {
+			v, err := Convert(c, s)
+			if err != nil {
+				return "", Column{}, apierr.BadInput("%s: values[%d]: %v", where, i, err)
+			}
+			texts[i] = textForm(v)
+		}
+		list := args.Add(texts) + "::text[]"
+		if c.Type != TypeText {
+			list += "::" + string(c.Type) + "[]"
+		}
+		if spec.op == In {
+			return expr + " = ANY(" + list + ")", c, nil
+		}
+		return expr + " <> ALL(" + list + ")", c, nil
+	}
+	v, err := Convert(c, *fl.Value)
 	if err != nil {
 		return "", Column{}, apierr.BadInput("%s: %v", where, err)
 	}
-	return c.Expr() + " " + op + " " + args.Add(v) + "::" + string(c.Type), c, nil
+	if spec.op == Contains {
+		// A substring, ignoring letter case: strpos compares plain characters, so % _ and \ in
+		// the value need no escaping (as they would in a LIKE pattern).
+		return "strpos(lower(" + expr + "), lower(" + args.Add(v) + "::text)) > 0", c, nil
+	}
+	return expr + " " + spec.sql + " " + args.Add(v) + "::" + string(c.Type), c, nil
+}
+
+// textForm is a converted value (see Convert) in the input syntax of its type, as an element
+// of the text[] parameter of IN and NOT_IN.
+func textForm(v any) string {
+	switch x := v.(type) {
+	case int32:
+		return strconv.FormatInt(int64(x), 10)
+	case bool:
+		return strconv.FormatBool(x)
+	case time.Time:
+		return x.Format("2006-01-02 15:04:05.999999")
+	default:
+		return x.(string)
+	}
+}
+
+// textColumnNames lists the text columns, for the CONTAINS message.
+func textColumnNames() string {
+	var names []string
+	for _, c := range catalog {
+		if c.Type == TypeText {
+			names = append(names, c.Name)
+		}
+	}
+	return strings.Join(names, ", ")
 }
 
 var dateRE = regexp.MustCompile(`^[0-9]{4}-[0-9]{2}-[0-9]{2}$`)

@@ -267,8 +267,20 @@ func TestFilterOperatorGQL(t *testing.T) {
 			t.Errorf("UnmarshalGQL(%s) = %s, %v", op, back, err)
 		}
 	}
-	if len(stats.FilterOperators()) != 5 {
-		t.Errorf("want the five operators of the specification, got %v", stats.FilterOperators())
+	want := []stats.FilterOperator{stats.Equals, stats.GreaterThan, stats.LessThan, stats.GreaterThanOrEqual, stats.LessThanOrEqual,
+		stats.NotEquals, stats.In, stats.NotIn, stats.IsNull, stats.IsNotNull, stats.Contains}
+	if !reflect.DeepEqual(stats.FilterOperators(), want) {
+		t.Errorf("operators %v, want the specification's five and contract 6.1's six: %v", stats.FilterOperators(), want)
+	}
+	for _, c := range stats.Columns() {
+		ops := c.Operators()
+		if c.Type == stats.TypeText {
+			if !reflect.DeepEqual(ops, want) {
+				t.Errorf("%s (text) accepts %v, want every operator", c.Name, ops)
+			}
+		} else if !reflect.DeepEqual(ops, want[:len(want)-1]) {
+			t.Errorf("%s (%s) accepts %v, want every operator but CONTAINS", c.Name, c.Type, ops)
+		}
 	}
 	var op stats.FilterOperator
 	for _, bad := range []any{"equals", "LIKE", "", 1, nil} {
@@ -303,11 +315,11 @@ func TestCompile(t *testing.T) {
 		{
 			name: "AND of every operator and type",
 			f: stats.RecordFilter{StartDate: "2024-03-01", EndDate: "2024-03-31", Filters: []stats.Filter{
-				{Column: "station", Value: "Central", Operator: stats.Equals},
-				{Column: "distance", Value: "9.5", Operator: stats.GreaterThan},
-				{Column: "age", Value: "18", Operator: stats.LessThan},
-				{Column: "occurred_at", Value: "2024-03-02 00:00:00", Operator: stats.GreaterThanOrEqual},
-				{Column: "transported", Value: "true", Operator: stats.LessThanOrEqual},
+				{Column: "station", Value: ptr("Central"), Operator: stats.Equals},
+				{Column: "distance", Value: ptr("9.5"), Operator: stats.GreaterThan},
+				{Column: "age", Value: ptr("18"), Operator: stats.LessThan},
+				{Column: "occurred_at", Value: ptr("2024-03-02 00:00:00"), Operator: stats.GreaterThanOrEqual},
+				{Column: "transported", Value: ptr("true"), Operator: stats.LessThanOrEqual},
 			}},
 			wantSQL: rng + ` AND "r"."station" = $3::text AND "r"."distance" > $4::numeric AND "p"."age" < $5::integer` +
 				` AND "r"."occurred_at" >= $6::timestamp AND "r"."transported" <= $7::boolean`,
@@ -317,17 +329,38 @@ func TestCompile(t *testing.T) {
 		{
 			name: "OR",
 			f: stats.RecordFilter{StartDate: "2024-03-01", EndDate: "2024-03-31", UseOr: true, Filters: []stats.Filter{
-				{Column: "callsign", Value: "AMB 1-2", Operator: stats.Equals},
-				{Column: "resource_id", Value: "1002", Operator: stats.Equals},
+				{Column: "callsign", Value: ptr("AMB 1-2"), Operator: stats.Equals},
+				{Column: "resource_id", Value: ptr("1002"), Operator: stats.Equals},
 			}},
 			wantSQL:  rng + ` AND ("res"."callsign" = $3::text OR "res"."resource_id" = $4::integer)`,
 			wantArgs: stats.Args{day("2024-03-01"), day("2024-03-31"), "AMB 1-2", int32(1002)},
 			wantCols: []string{"callsign", "resource_id"},
 		},
 		{
+			name: "the operators of contract 6.1",
+			f: stats.RecordFilter{StartDate: "2024-03-01", EndDate: "2024-03-31", Filters: []stats.Filter{
+				{Column: "station", Operator: stats.NotEquals, Value: ptr("Central")},
+				{Column: "station", Operator: stats.In, Values: []string{"Central", `a"b\c`, ""}},
+				{Column: "age", Operator: stats.NotIn, Values: []string{"+5", "007"}},
+				{Column: "occurred_at", Operator: stats.In, Values: []string{"2024-03-01T10:00", "2024-03-02 00:00:00.5"}},
+				{Column: "transported", Operator: stats.In, Values: []string{"TRUE"}},
+				{Column: "distance", Operator: stats.NotIn, Values: []string{"9.50", ".5"}},
+				{Column: "gender", Operator: stats.IsNull},
+				{Column: "callsign", Operator: stats.IsNotNull},
+				{Column: "municipality", Operator: stats.Contains, Value: ptr("%_\\")},
+			}},
+			wantSQL: rng + ` AND "r"."station" <> $3::text AND "r"."station" = ANY($4::text[])` +
+				` AND "p"."age" <> ALL($5::text[]::integer[]) AND "r"."occurred_at" = ANY($6::text[]::timestamp[])` +
+				` AND "r"."transported" = ANY($7::text[]::boolean[]) AND "r"."distance" <> ALL($8::text[]::numeric[])` +
+				` AND "p"."gender" IS NULL AND "res"."callsign" IS NOT NULL AND strpos(lower("r"."municipality"), lower($9::text)) > 0`,
+			wantArgs: stats.Args{day("2024-03-01"), day("2024-03-31"), "Central", []string{"Central", `a"b\c`, ""}, []string{"5", "7"},
+				[]string{"2024-03-01 10:00:00", "2024-03-02 00:00:00.5"}, []string{"true"}, []string{"9.50", ".5"}, "%_\\"},
+			wantCols: []string{"station", "station", "age", "occurred_at", "transported", "distance", "gender", "callsign", "municipality"},
+		},
+		{
 			name: "OR of one filter",
 			f: stats.RecordFilter{StartDate: "2024-03-01", EndDate: "2024-03-31", UseOr: true, Filters: []stats.Filter{
-				{Column: "gender", Value: "female", Operator: stats.Equals},
+				{Column: "gender", Value: ptr("female"), Operator: stats.Equals},
 			}},
 			wantSQL:  rng + ` AND "p"."gender" = $3::text`,
 			wantArgs: stats.Args{day("2024-03-01"), day("2024-03-31"), "female"},
@@ -363,7 +396,7 @@ func TestCompileContinuesTheCallersPlaceholders(t *testing.T) {
 	if p := args.Add(42); p != "$2" {
 		t.Fatalf("Add = %s, want $2", p)
 	}
-	f := stats.RecordFilter{StartDate: "2024-03-01", EndDate: "2024-03-31", Filters: []stats.Filter{{Column: "age", Value: "5", Operator: stats.Equals}}}
+	f := stats.RecordFilter{StartDate: "2024-03-01", EndDate: "2024-03-31", Filters: []stats.Filter{{Column: "age", Value: ptr("5"), Operator: stats.Equals}}}
 	cond, err := f.Compile(&args)
 	if err != nil {
 		t.Fatal(err)
@@ -393,13 +426,24 @@ func TestCompileRefuses(t *testing.T) {
 		{"bad start", stats.RecordFilter{StartDate: "2024-02-30", EndDate: "2024-03-31"}, []string{"start_date", `"2024-02-30"`}},
 		{"bad end", stats.RecordFilter{StartDate: "2024-03-01", EndDate: "24-3-1"}, []string{"end_date", `"24-3-1"`}},
 		{"empty end", stats.RecordFilter{StartDate: "2024-03-01"}, []string{"end_date", `""`}},
-		{"unknown column", ok(stats.Filter{Column: "station", Value: "x", Operator: stats.Equals}, stats.Filter{Column: "nope", Value: "x", Operator: stats.Equals}),
+		{"unknown column", ok(stats.Filter{Column: "station", Value: ptr("x"), Operator: stats.Equals}, stats.Filter{Column: "nope", Value: ptr("x"), Operator: stats.Equals}),
 			[]string{"filters[1].column", `"nope"`, stats.ColumnNames()}},
-		{"injected column", ok(stats.Filter{Column: "station; DROP TABLE fact_record", Value: "x", Operator: stats.Equals}),
+		{"injected column", ok(stats.Filter{Column: "station; DROP TABLE fact_record", Value: ptr("x"), Operator: stats.Equals}),
 			[]string{"filters[0].column", `"station; DROP TABLE fact_record"`}},
-		{"bad value", ok(stats.Filter{Column: "distance", Value: "' OR 1=1 --", Operator: stats.GreaterThan}),
+		{"bad value", ok(stats.Filter{Column: "distance", Value: ptr("' OR 1=1 --"), Operator: stats.GreaterThan}),
 			[]string{"filters[0]", "distance", `"' OR 1=1 --"`}},
-		{"bad operator", ok(stats.Filter{Column: "distance", Value: "1", Operator: "LIKE"}), []string{"filters[0].operator", `"LIKE"`}},
+		{"bad operator", ok(stats.Filter{Column: "distance", Value: ptr("1"), Operator: "LIKE"}), []string{"filters[0].operator", `"LIKE"`}},
+		{"no value", ok(stats.Filter{Column: "station", Operator: stats.Equals}), []string{"filters[0] (EQUALS)", "give value"}},
+		{"values for EQUALS", ok(stats.Filter{Column: "station", Operator: stats.Equals, Value: ptr("a"), Values: []string{"b"}}), []string{"filters[0] (EQUALS)", "not values"}},
+		{"no values", ok(stats.Filter{Column: "station", Operator: stats.In}), []string{"filters[0] (IN)", "give values"}},
+		{"empty values", ok(stats.Filter{Column: "station", Operator: stats.NotIn, Values: []string{}}), []string{"filters[0] (NOT_IN)", "give values"}},
+		{"value for IN", ok(stats.Filter{Column: "station", Operator: stats.In, Value: ptr("a"), Values: []string{"a"}}), []string{"filters[0] (IN)", "not value"}},
+		{"value for IS_NULL", ok(stats.Filter{Column: "station", Operator: stats.IsNull, Value: ptr("")}), []string{"filters[0] (IS_NULL)", "neither"}},
+		{"values for IS_NOT_NULL", ok(stats.Filter{Column: "age", Operator: stats.IsNotNull, Values: []string{"1"}}), []string{"filters[0] (IS_NOT_NULL)", "neither"}},
+		{"CONTAINS on a number", ok(stats.Filter{Column: "distance", Operator: stats.Contains, Value: ptr("1")}), []string{"filters[0] (CONTAINS)", "distance", "numeric", "text"}},
+		{"CONTAINS on a boolean", ok(stats.Filter{Column: "transported", Operator: stats.Contains, Value: ptr("t")}), []string{"filters[0] (CONTAINS)", "transported"}},
+		{"bad value in a list", ok(stats.Filter{Column: "age", Operator: stats.In, Values: []string{"1", "old"}}), []string{"filters[0] (IN)", "values[1]", "age", `"old"`}},
+		{"NUL in a list", ok(stats.Filter{Column: "station", Operator: stats.NotIn, Values: []string{"a\x00"}}), []string{"filters[0] (NOT_IN)", "values[0]"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -412,3 +456,5 @@ func TestCompileRefuses(t *testing.T) {
 		})
 	}
 }
+
+func ptr(s string) *string { return &s }

@@ -78,30 +78,44 @@ func checkConverted(t *testing.T, c Column, value string, v any) {
 	}
 }
 
-// fuzzFilters decodes the fuzzer's filter list: one filter a line, "column\toperator\tvalue".
+// fuzzFilters decodes the fuzzer's filter list: one filter a line, "column\toperator", then
+// tab-separated operands: "v:x" sets value to x, "l:x" adds x to values.
 func fuzzFilters(spec string) []Filter {
 	if spec == "" {
 		return nil
 	}
 	var out []Filter
 	for _, line := range strings.Split(spec, "\n") {
-		parts := strings.SplitN(line, "\t", 3)
-		for len(parts) < 3 {
+		parts := strings.Split(line, "\t")
+		for len(parts) < 2 {
 			parts = append(parts, "")
 		}
-		out = append(out, Filter{Column: parts[0], Operator: FilterOperator(parts[1]), Value: parts[2]})
+		fl := Filter{Column: parts[0], Operator: FilterOperator(parts[1])}
+		for _, p := range parts[2:] {
+			switch {
+			case strings.HasPrefix(p, "v:"):
+				v := p[2:]
+				fl.Value = &v
+			case strings.HasPrefix(p, "l:"):
+				fl.Values = append(fl.Values, p[2:])
+			}
+		}
+		out = append(out, fl)
 	}
 	return out
 }
 
-// FuzzCompile: a whole record filter: dates, filters with any column names, operators and
-// values, and use_or.
+// FuzzCompile: a whole record filter: dates, filters with any column names, operators, values
+// and lists, and use_or.
 func FuzzCompile(f *testing.F) {
 	f.Add("2024-03-01", "2024-03-31", false, "")
-	f.Add("2024-03-01", "2024-03-31", true, "station\tEQUALS\tCentral\ndistance\tGREATER_THAN\t9.5")
-	f.Add("2024-02-29", "2024-02-29", false, "occurred_at\tLESS_THAN_OR_EQUAL\t2024-02-29 23:59:59\ngender\tEQUALS\tfemale\ncallsign\tLESS_THAN\tAMB 2")
-	f.Add("2024-03-01", "2024-03-31", true, `station" OR 1=1 --`+"\tEQUALS\tx")
-	f.Add("2024-03-31", "2024-03-01", false, "age\tEQUALS\t1")
+	f.Add("2024-03-01", "2024-03-31", true, "station\tEQUALS\tv:Central\ndistance\tGREATER_THAN\tv:9.5")
+	f.Add("2024-02-29", "2024-02-29", false, "occurred_at\tLESS_THAN_OR_EQUAL\tv:2024-02-29 23:59:59\ngender\tNOT_EQUALS\tv:female\ncallsign\tLESS_THAN\tv:AMB 2")
+	f.Add("2024-03-01", "2024-03-31", true, `station" OR 1=1 --`+"\tEQUALS\tv:x")
+	f.Add("2024-03-31", "2024-03-01", false, "age\tEQUALS\tv:1")
+	f.Add("2024-03-01", "2024-03-31", true, "station\tIN\tl:Central\tl:a\"b\\c'd\nage\tNOT_IN\tl:5\tl:+7\noccurred_at\tIN\tl:2024-03-01T10:00")
+	f.Add("2024-03-01", "2024-03-31", false, "municipality\tIS_NULL\ntransported\tIS_NOT_NULL\nstation\tCONTAINS\tv:%_\\")
+	f.Add("2024-03-01", "2024-03-31", false, "distance\tCONTAINS\tv:1\nstation\tIS_NULL\tv:x\nage\tIN\tv:1")
 	f.Fuzz(func(t *testing.T, start, end string, useOr bool, spec string) {
 		rf := RecordFilter{StartDate: start, EndDate: end, UseOr: useOr, Filters: fuzzFilters(spec)}
 		sentinel := "earlier argument"
@@ -117,14 +131,47 @@ func FuzzCompile(f *testing.F) {
 		if len(cond.Columns) != len(rf.Filters) {
 			t.Fatalf("%d filters read %d columns", len(rf.Filters), len(cond.Columns))
 		}
+		next := 3 // $1 is the earlier argument, $2 and $3 the dates
 		for i, c := range cond.Columns {
-			if want, ok := LookupColumn(c.Name); !ok || want != c || c.Name != rf.Filters[i].Column {
+			fl := rf.Filters[i]
+			if want, ok := LookupColumn(c.Name); !ok || want != c || c.Name != fl.Column {
 				t.Fatalf("filters[%d] reads column %#v", i, c)
 			}
-			v, _ := Convert(c, rf.Filters[i].Value)
-			if args[3+i] != v && !sameTime(args[3+i], v) {
-				t.Fatalf("filters[%d]: argument %#v, want %#v", i, args[3+i], v)
+			takes, _ := fl.Operator.Takes()
+			if fl.Operator == Contains && c.Type != TypeText {
+				t.Fatalf("filters[%d]: CONTAINS accepted on %s", i, c.Type)
 			}
+			switch takes {
+			case NoOperand:
+				if fl.Value != nil || len(fl.Values) > 0 {
+					t.Fatalf("filters[%d] (%s) accepted an operand", i, fl.Operator)
+				}
+			case OneValue:
+				v, err := Convert(c, *fl.Value)
+				if err != nil || len(fl.Values) > 0 || (args[next] != v && !sameTime(args[next], v)) {
+					t.Fatalf("filters[%d]: argument %#v, want %#v", i, args[next], v)
+				}
+				next++
+			case ValueList:
+				list, ok := args[next].([]string)
+				if fl.Value != nil || !ok || len(list) != len(fl.Values) || len(list) == 0 {
+					t.Fatalf("filters[%d]: argument %#v for values %q", i, args[next], fl.Values)
+				}
+				for j, s := range fl.Values {
+					v, err := Convert(c, s)
+					if err != nil || list[j] != textForm(v) {
+						t.Fatalf("filters[%d].values[%d] %q became %q", i, j, s, list[j])
+					}
+					back, err := Convert(c, list[j])
+					if err != nil || (back != v && !sameTime(back, v)) {
+						t.Fatalf("filters[%d].values[%d]: %q does not read back as %#v", i, j, list[j], v)
+					}
+				}
+				next++
+			}
+		}
+		if next != len(args) {
+			t.Fatalf("%d arguments for %d used", len(args), next)
 		}
 		checkSQL(t, cond.SQL, args, 2) // $1 is the earlier argument
 		checkSQL(t, cond.From(), nil, 1)
@@ -182,14 +229,20 @@ func sameTime(a, b any) bool {
 
 var (
 	// placeholderRE is a parameter with the cast every parameter of the filters has.
-	placeholderRE = regexp.MustCompile(`\$([0-9]+)(::([a-z]+))?`)
-	wordRE        = regexp.MustCompile(`[A-Za-z_][A-Za-z_0-9.]*`)
+	placeholderRE = regexp.MustCompile(`\$([0-9]+)(::([a-z0-9]+(\[\])?))?`)
+	// sqlLiterals are the string literals the templates hold: date_trunc's units.
+	sqlLiterals = []string{"'hour'", "'day'", "'week'", "'month'", "'quarter'", "'year'"}
+	wordRE      = regexp.MustCompile(`[A-Za-z_][A-Za-z_0-9.]*`)
 	// sqlWords are the words of the statement templates (SQL keywords, functions, the tables,
 	// their aliases and keys, the CTE's names, casts); cN (the CTE's columns) comes on top.
 	sqlWords = strings.Fields(`WITH AS SELECT FROM WHERE ORDER BY GROUP UNION ALL OVER ASC DESC NULLS LAST AND OR LEFT JOIN ON
 		row_number count bigint text date integer numeric boolean timestamp
 		fact_record dim_resource dim_patient r res p r.sk_resource res.sk_resource r.sk_patient p.sk_patient r.occurred_at
-		m u ord k n value`)
+		m u ord k n value
+		IS NOT NULL ANY strpos lower
+		MATERIALIZED CROSS LATERAL OFFSET true coalesce min max avg generate_series date_trunc extract
+		interval float8 percentile_cont WITHIN FILTER hour isodow month
+		b v c g g.b c.b c.v c.n vals vals.v t t.nv nv p.b p.v p.n DISTINCT sum u.b u.v u.n`)
 	cteColumnRE = regexp.MustCompile(`^c[0-9]+$`)
 	// castTypes maps each cast to the Go type of the parameter behind it.
 	castTypes = map[string]func(any) bool{
@@ -199,7 +252,13 @@ var (
 		"numeric":   func(v any) bool { _, ok := v.(string); return ok },
 		"text":      func(v any) bool { _, ok := v.(string); return ok },
 		"boolean":   func(v any) bool { _, ok := v.(bool); return ok },
+		"text[]":    func(v any) bool { _, ok := v.([]string); return ok },
+		"float8[]":  func(v any) bool { _, ok := v.([]float64); return ok },
+		"float8":    func(v any) bool { _, ok := v.(float64); return ok },
+		"interval":  func(v any) bool { s, ok := v.(string); return ok && contains(intervalSteps, s) },
+		"bigint":    func(v any) bool { _, ok := v.(int64); return ok },
 	}
+	intervalSteps = []string{"1 hour", "1 day", "7 days", "1 month", "3 months", "1 year"}
 )
 
 // checkSQL asserts that sql's identifiers are the catalog's expressions and the templates'
@@ -237,6 +296,9 @@ func checkSQL(t *testing.T, sql string, args Args, first int) {
 		}
 	}
 	rest = placeholderRE.ReplaceAllString(rest, " ")
+	for _, l := range sqlLiterals {
+		rest = strings.ReplaceAll(rest, l, " ")
+	}
 	if strings.ContainsAny(rest, `"'$;`) || strings.Contains(rest, "--") || strings.Contains(rest, "/*") {
 		t.Fatalf("quoted text, a parameter or a comment outside the catalog: %q in %s", rest, sql)
 	}
@@ -254,4 +316,120 @@ func contains(words []string, w string) bool {
 		}
 	}
 	return false
+}
+
+func ptr(s string) *string { return &s }
+
+// FuzzSeriesSQL: record_series' arguments (any dates, bucket name, group_by name, filters and
+// points limit) give a BAD_USER_INPUT or a statement whose identifiers are the catalog's and
+// whose values are all parameters; the bucket count and the first and last bucket agree with
+// the calendar, counted day by day.
+func FuzzSeriesSQL(f *testing.F) {
+	f.Add("2024-12-28", "2025-01-10", "WEEK", "", false, "", uint16(50000))
+	f.Add("2024-02-27", "2024-03-02", "DAY", "station", true, "station\tIN\tl:Central\tl:x\nage\tIS_NULL", uint16(100))
+	f.Add("2024-03-15", "2024-06-10", "MONTH", "distance", false, "municipality\tCONTAINS\tv:%_", uint16(3))
+	f.Add("2024-02-15", "2025-01-10", "QUARTER", "callsign", false, "", uint16(10))
+	f.Add("0001-01-01", "9999-12-31", "HOUR", "", false, "", uint16(65535))
+	f.Add("2024-03-01", "2024-03-31", "HOUR_OF_DAY", "occurred_at", true, "", uint16(24))
+	f.Add("2024-03-01", "2024-03-31", "DAY_OF_WEEK", `station"; --`, false, "", uint16(100))
+	f.Add("2024-03-01", "2024-03-31", "FORTNIGHT", "", false, "", uint16(100))
+	f.Fuzz(func(t *testing.T, start, end, bucket, groupBy string, useOr bool, spec string, maxPoints uint16) {
+		lim := Limits{Columns: 20, Filters: 50, FilterValues: 1000, SeriesPoints: int(maxPoints)}
+		req := SeriesRequest{Records: RecordFilter{StartDate: start, EndDate: end, UseOr: useOr, Filters: fuzzFilters(spec)}, Bucket: TimeBucket(bucket)}
+		if groupBy != "" {
+			req.GroupBy = &groupBy
+		}
+		st, err := buildSeries(req, lim)
+		if err != nil {
+			wantBadInput(t, err)
+			return
+		}
+		checkSQL(t, st.sql, st.args, 1)
+		if st.buckets > int64(maxPoints) || st.buckets < 1 {
+			t.Fatalf("%d buckets accepted with a limit of %d", st.buckets, maxPoints)
+		}
+		if (st.group != nil) != (groupBy != "") || (st.group != nil && st.group.Name != groupBy) {
+			t.Fatalf("group_by %q became %#v", groupBy, st.group)
+		}
+		if st.bucket.cyclic() {
+			return
+		}
+		from, _ := ParseDate("start_date", start)
+		to, _ := ParseDate("end_date", end)
+		first, last, _ := st.bucket.span(from, to)
+		if to.Sub(from) > 2000*24*time.Hour {
+			return
+		}
+		// Every hour of every day in the range, truncated: the buckets that overlap it.
+		seen := map[time.Time]bool{}
+		for d := from; !d.After(to); d = d.AddDate(0, 0, 1) {
+			for h := 0; h < 24; h++ {
+				seen[st.bucket.truncate(d.Add(time.Duration(h)*time.Hour))] = true
+			}
+		}
+		if int64(len(seen)) != st.buckets || !seen[first] || !seen[last] || first.After(last) {
+			t.Fatalf("%s %s..%s: %d buckets from %s to %s; the calendar has %d", bucket, start, end, st.buckets, first, last, len(seen))
+		}
+		if first != st.bucket.truncate(from) || last != st.bucket.truncate(to.Add(23*time.Hour)) {
+			t.Fatalf("%s %s..%s: first %s, last %s", bucket, start, end, first, last)
+		}
+	})
+}
+
+// FuzzStatsSQL: record_stats' arguments (measure, group_by list, bucket, percentiles, target,
+// filters) give a BAD_USER_INPUT or a statement with catalog identifiers and parameters only.
+func FuzzStatsSQL(f *testing.F) {
+	f.Add("response_time_s", "station", "MONTH", "0.5,0.9", 720.0, true, "")
+	f.Add("distance", "transported,degree_of_urgency,transported", "", "", 9.5, false, "station\tNOT_IN\tl:a")
+	f.Add("age", "", "DAY_OF_WEEK", "0,1,0.333", -1.0, true, "gender\tIS_NOT_NULL")
+	f.Add("station", "", "", "", 0.0, false, "")
+	f.Add("response_time_s", "nope", "WEEK", "1.5", 0.0, false, "")
+	f.Add("distance", "", "", "0,0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8,0.9,1", 0.0, false, "")
+	f.Add("distance", "", "", "-", 0.0, false, "")
+	f.Fuzz(func(t *testing.T, measure, groupBy, bucket, percentiles string, target float64, hasTarget bool, spec string) {
+		req := StatsRequest{Records: RecordFilter{StartDate: "2024-01-01", EndDate: "2024-12-31", Filters: fuzzFilters(spec)},
+			Measure: measure, Want: AllFigures}
+		if groupBy != "" {
+			req.GroupBy = strings.Split(groupBy, ",")
+		}
+		if bucket != "" {
+			b := TimeBucket(bucket)
+			req.Bucket = &b
+		}
+		if percentiles == "-" {
+			req.Percentiles = []float64{}
+		} else if percentiles != "" {
+			for _, p := range strings.Split(percentiles, ",") {
+				v, err := strconv.ParseFloat(p, 64)
+				if err != nil {
+					return
+				}
+				req.Percentiles = append(req.Percentiles, v)
+			}
+		}
+		if hasTarget {
+			req.Target = &target
+		}
+		st, err := buildStats(req, Limits{Columns: 3, Filters: 50, FilterValues: 1000})
+		if err != nil {
+			wantBadInput(t, err)
+			return
+		}
+		checkSQL(t, st.sql, st.args, 1)
+		m, _ := LookupColumn(measure)
+		if m.Type != TypeInteger && m.Type != TypeNumeric {
+			t.Fatalf("measure %s (%s) accepted", measure, m.Type)
+		}
+		if len(st.percentiles) > maxPercentiles || (req.Percentiles == nil && len(st.percentiles) != 2) {
+			t.Fatalf("percentiles %v", st.percentiles)
+		}
+		for _, p := range st.percentiles {
+			if p < 0 || p > 1 {
+				t.Fatalf("percentile %v accepted", p)
+			}
+		}
+		if len(st.groups) > 3 || len(req.GroupBy) > 3 {
+			t.Fatalf("group_by %v accepted with LIMITS__MAX_COLUMNS=3", req.GroupBy)
+		}
+	})
 }

@@ -23,6 +23,8 @@ const (
 	opRecordsCount   = "records count"
 	opDistinctValues = "distinct values"
 	opUniqueCounts   = "unique counts"
+	opRecordSeries   = "record series"
+	opRecordStats    = "record stats"
 )
 
 // RecordsCount counts the records of one station, or of all when station is nil.

@@ -1,6 +1,10 @@
 package stats
 
-import "context"
+import (
+	"context"
+
+	"github.com/99designs/gqlgen/graphql"
+)
 
 // RecordsCount is the answer of records_count.
 type RecordsCount struct {
@@ -61,18 +65,51 @@ func (r *Resolver) selection(columns []string, startDate, endDate string, useOr 
 	if err := r.limits.CheckColumns(len(columns)); err != nil {
 		return nil, RecordFilter{}, err
 	}
-	if err := r.limits.CheckFilters(len(filters)); err != nil {
+	f, err := r.limits.Records(startDate, endDate, useOr, filters)
+	if err != nil {
 		return nil, RecordFilter{}, err
 	}
 	cols, err := ResolveColumns(columns)
 	if err != nil {
 		return nil, RecordFilter{}, err
 	}
-	f := RecordFilter{StartDate: startDate, EndDate: endDate, UseOr: useOr != nil && *useOr}
-	for _, fl := range filters {
-		if fl != nil {
-			f.Filters = append(f.Filters, *fl)
+	return cols, f, nil
+}
+
+func (r *Resolver) RecordSeries(ctx context.Context, startDate string, endDate string, bucket TimeBucket, groupBy *string, useOr *bool, filters []*Filter) ([]*SeriesPoint, error) {
+	f, err := r.limits.Records(startDate, endDate, useOr, filters)
+	if err != nil {
+		return nil, err
+	}
+	return r.repo.RecordSeries(ctx, SeriesRequest{Records: f, Bucket: bucket, GroupBy: groupBy}, r.limits)
+}
+
+func (r *Resolver) RecordStats(ctx context.Context, startDate string, endDate string, measure string, groupBy []string, bucket *TimeBucket, percentiles []float64, target *float64, useOr *bool, filters []*Filter) ([]*MeasureStats, error) {
+	f, err := r.limits.Records(startDate, endDate, useOr, filters)
+	if err != nil {
+		return nil, err
+	}
+	req := StatsRequest{Records: f, Measure: measure, GroupBy: groupBy, Bucket: bucket, Percentiles: percentiles, Target: target, Want: wantedFigures(ctx)}
+	return r.repo.RecordStats(ctx, req, r.limits)
+}
+
+// wantedFigures says which of record_stats' optional figures the query selects, so that the
+// statement computes only those (a percentile costs a sort per group; min, max and avg are
+// cheap but not free). Outside a GraphQL request: all of them.
+func wantedFigures(ctx context.Context) StatsFigures {
+	if graphql.GetFieldContext(ctx) == nil {
+		return AllFigures
+	}
+	var w StatsFigures
+	for _, f := range graphql.CollectFieldsCtx(ctx, nil) {
+		switch f.Name {
+		case "min", "max", "avg":
+			w.MinMaxAvg = true
+		case "percentiles":
+			w.Percentiles = true
+		case "within_target", "within_target_share":
+			w.Target = true
 		}
 	}
-	return cols, f, nil
+	return w
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -24,8 +25,8 @@ func mustColumns(t *testing.T, names ...string) []Column {
 // parameters.
 func TestPerColumnSQLShape(t *testing.T) {
 	f := RecordFilter{StartDate: "2024-03-01", EndDate: "2024-03-31", UseOr: true, Filters: []Filter{
-		{Column: "station", Value: "' OR 1=1 --", Operator: Equals},
-		{Column: "distance", Value: "9.5", Operator: GreaterThan},
+		{Column: "station", Value: ptr("' OR 1=1 --"), Operator: Equals},
+		{Column: "distance", Value: ptr("9.5"), Operator: GreaterThan},
 	}}
 	for _, branch := range []string{distinctBranch, uniqueBranch} {
 		q, args, err := perColumnSQL(mustColumns(t, "distance", "station", "occurred_at", "transported"), f, branch)
@@ -84,11 +85,11 @@ func TestStatementsOnPostgres(t *testing.T) {
 	defer conn.Close(ctx)
 
 	f := RecordFilter{StartDate: "2024-03-01", EndDate: "2024-03-31", Filters: []Filter{
-		{Column: "distance", Value: "9.5", Operator: GreaterThanOrEqual},
-		{Column: "occurred_at", Value: "2024-03-01 00:00:00", Operator: GreaterThan},
-		{Column: "transported", Value: "TRUE", Operator: Equals},
-		{Column: "age", Value: "18", Operator: GreaterThan},
-		{Column: "callsign", Value: "AMB 1-2", Operator: LessThanOrEqual},
+		{Column: "distance", Value: ptr("9.5"), Operator: GreaterThanOrEqual},
+		{Column: "occurred_at", Value: ptr("2024-03-01 00:00:00"), Operator: GreaterThan},
+		{Column: "transported", Value: ptr("TRUE"), Operator: Equals},
+		{Column: "age", Value: ptr("18"), Operator: GreaterThan},
+		{Column: "callsign", Value: ptr("AMB 1-2"), Operator: LessThanOrEqual},
 	}}
 	cols := Columns()
 	for _, branch := range []string{distinctBranch, uniqueBranch} {
@@ -122,5 +123,169 @@ func TestStatementsOnPostgres(t *testing.T) {
 	}
 	if text := strings.Join(plan, "\n"); !strings.Contains(text, "fact_record_occurred_at_idx") {
 		t.Errorf("the date range does not use the occurred_at index:\n%s", text)
+	}
+}
+
+// Every statement shape of record_series and record_stats is valid SQL with the parameters pgx
+// sends; the range stays on the occurred_at index; and the grouped series computes its points
+// only when they fit the limit (a one-time filter, not a filter on every row).
+func TestSeriesAndStatsStatementsOnPostgres(t *testing.T) {
+	c := pgtest.Shared(t)
+	db := pgtest.NewDatabase(t, c)
+	ctx := context.Background()
+	if err := c.Exec(ctx, db, fixture.EdgeSQL); err != nil {
+		t.Fatal(err)
+	}
+	cc, err := c.ConnConfig(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.ConnectConfig(ctx, cc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	lim := Limits{Columns: 20, Filters: 50, FilterValues: 1000, PageSize: 1000, SeriesPoints: 50000}
+	rf := RecordFilter{StartDate: "2024-02-20", EndDate: "2025-01-10", Filters: []Filter{
+		{Column: "station", Operator: In, Values: []string{"Central", "North Harbour"}},
+		{Column: "age", Operator: IsNotNull},
+	}, UseOr: true}
+	explain := func(q string, args Args) string {
+		t.Helper()
+		rows, err := conn.Query(ctx, "EXPLAIN "+q, args...)
+		if err != nil {
+			t.Fatalf("%v\n%s", err, q)
+		}
+		plan, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.Join(plan, "\n")
+	}
+	run := func(q string, args Args) {
+		t.Helper()
+		rows, err := conn.Query(ctx, q, args...)
+		if err != nil {
+			t.Fatalf("%v\n%s", err, q)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			t.Fatalf("%v\n%s", err, q)
+		}
+	}
+	station := "station"
+	var series, stats []seriesStatement
+	for _, b := range TimeBuckets() {
+		for _, g := range []*string{nil, &station} {
+			st, err := buildSeries(SeriesRequest{Records: rf, Bucket: b, GroupBy: g}, lim)
+			if err != nil {
+				t.Fatal(err)
+			}
+			run(st.sql, st.args)
+			series = append(series, st)
+		}
+		bb := b
+		st, err := buildStats(StatsRequest{Records: rf, Measure: "distance", GroupBy: []string{"station", "gender"}, Bucket: &bb,
+			Percentiles: []float64{0.5, 0.9}, Target: ptrFloat(10), Want: AllFigures}, lim)
+		if err != nil {
+			t.Fatal(err)
+		}
+		run(st.sql, st.args)
+		stats = append(stats, seriesStatement{sql: st.sql, args: st.args})
+	}
+	st, err := buildStats(StatsRequest{Records: rf, Measure: "age"}, lim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(st.sql, st.args)
+
+	if _, err := conn.Exec(ctx, "SET enable_seqscan = off"); err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range append(series, stats...) {
+		if plan := explain(st.sql, st.args); !strings.Contains(plan, "fact_record_occurred_at_idx") {
+			t.Errorf("the date range does not use the occurred_at index:\n%s\n%s", st.sql, plan)
+		}
+	}
+	if _, err := conn.Exec(ctx, "RESET enable_seqscan"); err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range series {
+		if st.group != nil {
+			if plan := explain(st.sql, st.args); !strings.Contains(plan, "One-Time Filter") {
+				t.Errorf("the points limit is not a one-time filter:\n%s", plan)
+			}
+		}
+	}
+	// Over the limit, the points are never computed.
+	small := lim
+	small.SeriesPoints = 30
+	over, err := buildSeries(SeriesRequest{Records: rf, Bucket: Day, GroupBy: &station}, Limits{SeriesPoints: 1000, Filters: 50, FilterValues: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	over.args[len(over.args)-1] = int64(small.SeriesPoints)
+	rows, err := conn.Query(ctx, "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) "+over.sql, over.args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Join(plan, "\n")
+	for _, line := range plan {
+		if strings.Contains(line, "Function Scan on generate_series") && !strings.Contains(line, "never executed") {
+			t.Errorf("the series ran although the answer is over the limit:\n%s", text)
+		}
+	}
+}
+
+func ptrFloat(f float64) *float64 { return &f }
+
+// Buckets: the Go arithmetic of spans and labels against the calendar.
+func TestBucketSpans(t *testing.T) {
+	day := func(s string) time.Time { d, _ := time.Parse(time.DateOnly, s); return d }
+	for _, tc := range []struct {
+		b           TimeBucket
+		start, end  string
+		first, last string
+		n           int64
+	}{
+		{Week, "2024-12-28", "2025-01-10", "2024-12-23 00:00", "2025-01-06 00:00", 3},
+		{Week, "2024-12-30", "2025-01-05", "2024-12-30 00:00", "2024-12-30 00:00", 1},
+		{Week, "2025-01-05", "2025-01-06", "2024-12-30 00:00", "2025-01-06 00:00", 2},
+		{Day, "2024-02-28", "2024-03-01", "2024-02-28 00:00", "2024-03-01 00:00", 3},
+		{Day, "2023-02-28", "2023-03-01", "2023-02-28 00:00", "2023-03-01 00:00", 2},
+		{Hour, "2024-02-29", "2024-02-29", "2024-02-29 00:00", "2024-02-29 23:00", 24},
+		{Month, "2024-01-31", "2024-03-01", "2024-01-01 00:00", "2024-03-01 00:00", 3},
+		{Quarter, "2024-03-31", "2025-04-01", "2024-01-01 00:00", "2025-04-01 00:00", 6},
+		{Year, "2023-12-31", "2025-01-01", "2023-01-01 00:00", "2025-01-01 00:00", 3},
+		{Hour, "0001-01-01", "9999-12-31", "0001-01-01 00:00", "9999-12-31 23:00", 3652059 * 24},
+	} {
+		s, _ := tc.b.spec()
+		first, last, n := s.span(day(tc.start), day(tc.end))
+		if got := first.Format("2006-01-02 15:04"); got != tc.first || last.Format("2006-01-02 15:04") != tc.last || n != tc.n {
+			t.Errorf("%s %s..%s: %s..%s, %d buckets; want %s..%s, %d", tc.b, tc.start, tc.end, got, last.Format("2006-01-02 15:04"), n, tc.first, tc.last, tc.n)
+		}
+	}
+	for _, tc := range []struct {
+		b    TimeBucket
+		at   string
+		want string
+	}{
+		{Hour, "2024-02-29 07:00", "2024-02-29 07:00"}, {Day, "2024-02-29 00:00", "2024-02-29"},
+		{Week, "2024-12-30 00:00", "2024-12-30"}, {Month, "2024-02-01 00:00", "2024-02"},
+		{Quarter, "2024-10-01 00:00", "2024-Q4"}, {Quarter, "2024-01-01 00:00", "2024-Q1"}, {Year, "0001-01-01 00:00", "0001"},
+	} {
+		s, _ := tc.b.spec()
+		at, _ := time.Parse("2006-01-02 15:04", tc.at)
+		if got := s.labelOf(at); got != tc.want {
+			t.Errorf("%s label of %s = %s, want %s", tc.b, tc.at, got, tc.want)
+		}
+	}
+	s, _ := DayOfWeek.spec()
+	if got := s.labelOf(int32(7)); got != "7" || s.count(time.Time{}, time.Time{}) != 7 {
+		t.Errorf("day of week: label %s, count %d", got, s.count(time.Time{}, time.Time{}))
 	}
 }

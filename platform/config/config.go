@@ -34,6 +34,10 @@ type Limits struct {
 	// Columns and Filters bound the lists of distinct_values, unique_counts and the reports.
 	Columns Count `env:"LIMITS__MAX_COLUMNS" env-default:"20"`
 	Filters Count `env:"LIMITS__MAX_FILTERS" env-default:"50"`
+	// FilterValues bounds the values list of one IN or NOT_IN filter.
+	FilterValues Count `env:"LIMITS__MAX_FILTER_VALUES" env-default:"1000"`
+	// SeriesPoints bounds the points of one record_series answer.
+	SeriesPoints Count `env:"LIMITS__MAX_SERIES_POINTS" env-default:"50000"`
 	// PageSize is the largest main_report page.
 	PageSize Count `env:"LIMITS__MAX_PAGE_SIZE" env-default:"1000"`
 	// StatementTimeout is the database's statement_timeout for every query; the CSV export,
@@ -216,6 +220,7 @@ func (c *Config) validate() error {
 	for name, v := range map[string]Count{
 		"LIMITS__MAX_QUERY_DEPTH": c.Limits.QueryDepth, "LIMITS__MAX_QUERY_COMPLEXITY": c.Limits.QueryComplexity,
 		"LIMITS__MAX_COLUMNS": c.Limits.Columns, "LIMITS__MAX_FILTERS": c.Limits.Filters, "LIMITS__MAX_PAGE_SIZE": c.Limits.PageSize,
+		"LIMITS__MAX_FILTER_VALUES": c.Limits.FilterValues, "LIMITS__MAX_SERIES_POINTS": c.Limits.SeriesPoints,
 	} {
 		if v < 1 {
 			errs = append(errs, fmt.Sprintf("%s: %d; the limit must be at least 1", name, v))

@@ -78,6 +78,8 @@ func TestDefaults(t *testing.T) {
 		{"LIMITS__MAX_COLUMNS", cfg.Limits.Columns, config.Count(20)},
 		{"LIMITS__MAX_FILTERS", cfg.Limits.Filters, config.Count(50)},
 		{"LIMITS__MAX_PAGE_SIZE", cfg.Limits.PageSize, config.Count(1000)},
+		{"LIMITS__MAX_FILTER_VALUES", cfg.Limits.FilterValues, config.Count(1000)},
+		{"LIMITS__MAX_SERIES_POINTS", cfg.Limits.SeriesPoints, config.Count(50000)},
 		{"LIMITS__STATEMENT_TIMEOUT", cfg.Limits.StatementTimeout.Duration(), 30 * time.Second},
 		{"LIMITS__EXPORT_TIMEOUT", cfg.Limits.ExportTimeout.Duration(), 600 * time.Second},
 		{"LIMITS__REQUEST_TIMEOUT", cfg.Limits.RequestTimeout.Duration(), 60 * time.Second},
@@ -205,6 +207,8 @@ func TestBadValuesNameTheirVariable(t *testing.T) {
 		{"LIMITS__MAX_QUERY_DEPTH", "0"},
 		{"LIMITS__MAX_COLUMNS", "many"},
 		{"LIMITS__MAX_PAGE_SIZE", "0"},
+		{"LIMITS__MAX_FILTER_VALUES", "0"},
+		{"LIMITS__MAX_SERIES_POINTS", "lots"},
 		{"LIMITS__STATEMENT_TIMEOUT", "-1"},
 		{"LIMITS__REQUEST_TIMEOUT", "1m"},
 	}

@@ -1,0 +1,163 @@
+package stats
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/emsanalytics/emsquery/platform/apierr"
+	"github.com/emsanalytics/emsquery/platform/database"
+)
+
+// SeriesPoint is one point of record_series: the records in one bucket and, with group_by,
+// with one value of that column (Column and Value; Value nil for NULL).
+type SeriesPoint struct {
+	Bucket string  `json:"bucket"`
+	Column *string `json:"column"`
+	Value  *string `json:"value"`
+	Count  int64   `json:"count"`
+}
+
+// SeriesRequest is record_series' arguments.
+type SeriesRequest struct {
+	Records RecordFilter
+	Bucket  TimeBucket
+	GroupBy *string // a catalog column; nil: no grouping
+}
+
+// seriesStatement is a validated SeriesRequest as one SQL statement.
+type seriesStatement struct {
+	sql    string
+	args   Args
+	bucket bucketSpec
+	group  *Column
+	// buckets is the number of buckets; with group, each value of the column has that many
+	// points.
+	buckets int64
+}
+
+// The statements of record_series. Both count the selected records per bucket (and value) in
+// one pass over the range, which the occurred_at index serves (the range is on the bare
+// column, never inside a function), and put the counts on a generated series of every bucket,
+// so that a bucket without records is there with 0.
+//
+// With group_by, the gaps are filled by adding a 0 for every bucket and every value that occurs
+// (vals) to the counts and grouping again: GROUP BY treats NULL as one value and orders by the
+// column's own type, where a join on the value would need IS NOT DISTINCT FROM, which the
+// planner can neither hash nor merge. (It also keeps the planner's estimates, and so its JIT
+// effort, small: it cannot know how few groups the counts have.) The number of values decides
+// whether the answer fits LIMITS__MAX_SERIES_POINTS: t.nv comes first, and the points are
+// computed only when nv times the number of buckets is within the limit (the LATERAL
+// subquery's WHERE refers to t alone, so the planner makes it a one-time filter, and OFFSET 0
+// keeps the subquery from being merged into the outer query). A refused answer is one row with
+// nv and NULLs.
+const (
+	seriesSQL = `WITH c AS (SELECT %[1]s AS b, count(*) AS n FROM %[2]s WHERE %[3]s GROUP BY 1)
+SELECT g.b, coalesce(c.n, 0) AS n FROM %[4]s AS g(b) LEFT JOIN c ON c.b = g.b ORDER BY g.b`
+
+	groupedSeriesSQL = `WITH c AS MATERIALIZED (SELECT %[1]s AS b, %[5]s AS v, count(*) AS n FROM %[2]s WHERE %[3]s GROUP BY 1, 2),
+  vals AS MATERIALIZED (SELECT DISTINCT v FROM c)
+SELECT t.nv, p.b, p.v::text, p.n
+FROM (SELECT count(*) AS nv FROM vals) AS t
+LEFT JOIN LATERAL (SELECT u.b, u.v, sum(u.n)::bigint AS n
+    FROM (SELECT g.b, vals.v, 0::bigint AS n FROM %[4]s AS g(b) CROSS JOIN vals
+          UNION ALL SELECT c.b, c.v, c.n FROM c) AS u
+    WHERE t.nv * %[6]s::bigint <= %[7]s::bigint
+    GROUP BY u.b, u.v OFFSET 0) AS p ON true
+ORDER BY p.b, p.v ASC NULLS LAST`
+)
+
+// buildSeries validates req within lim and builds its statement. A calendar bucket count
+// alone above LIMITS__MAX_SERIES_POINTS is refused here, before anything runs.
+func buildSeries(req SeriesRequest, lim Limits) (seriesStatement, error) {
+	spec, ok := req.Bucket.spec()
+	if !ok {
+		return seriesStatement{}, apierr.BadInput("bucket: %s is not a TimeBucket", quote(string(req.Bucket)))
+	}
+	var args Args
+	cond, err := req.Records.Compile(&args)
+	if err != nil {
+		return seriesStatement{}, err
+	}
+	// Compile accepted both dates.
+	start, _ := ParseDate("start_date", req.Records.StartDate)
+	end, _ := ParseDate("end_date", req.Records.EndDate)
+	st := seriesStatement{bucket: spec, buckets: spec.count(start, end)}
+	if req.GroupBy != nil {
+		g, err := column("group_by", *req.GroupBy)
+		if err != nil {
+			return seriesStatement{}, err
+		}
+		st.group = &g
+	}
+	if err := lim.checkSeriesPoints(st.buckets, fmt.Sprintf("%d %s buckets", st.buckets, spec.b)); err != nil {
+		return seriesStatement{}, err
+	}
+	series := fmt.Sprintf("generate_series(%d, %d)", spec.min, spec.max)
+	if !spec.cyclic() {
+		first, last, _ := spec.span(start, end)
+		series = "generate_series(" + args.Add(first) + "::timestamp, " + args.Add(last) + "::timestamp, " + args.Add(spec.step) + "::interval)"
+	}
+	if st.group == nil {
+		st.sql = fmt.Sprintf(seriesSQL, spec.expr(), cond.From(), cond.SQL, series)
+		st.args = args
+		return st, nil
+	}
+	st.sql = fmt.Sprintf(groupedSeriesSQL, spec.expr(), cond.From(*st.group), cond.SQL, series, st.group.Expr(),
+		args.Add(st.buckets), args.Add(int64(lim.SeriesPoints)))
+	st.args = args
+	return st, nil
+}
+
+// RecordSeries counts the records req selects per bucket (and value of req.GroupBy), every
+// bucket present, in one statement.
+func (r *Repository) RecordSeries(ctx context.Context, req SeriesRequest, lim Limits) ([]*SeriesPoint, error) {
+	st, err := buildSeries(req, lim)
+	if err != nil {
+		return nil, err
+	}
+	if st.group == nil {
+		return database.Collect(ctx, r.db, opRecordSeries, st.sql, st.args, func(row pgx.CollectableRow) (*SeriesPoint, error) {
+			var (
+				b any
+				p SeriesPoint
+			)
+			if err := row.Scan(&b, &p.Count); err != nil {
+				return nil, err
+			}
+			p.Bucket = st.bucket.labelOf(b)
+			return &p, nil
+		})
+	}
+	var values int64
+	name := st.group.Name
+	points, err := database.Collect(ctx, r.db, opRecordSeries, st.sql, st.args, func(row pgx.CollectableRow) (*SeriesPoint, error) {
+		var (
+			b any
+			n *int64
+			p = SeriesPoint{Column: &name}
+		)
+		if err := row.Scan(&values, &b, &p.Value, &n); err != nil {
+			return nil, err
+		}
+		if n == nil { // no value at all, or too many points
+			return nil, nil
+		}
+		p.Bucket, p.Count = st.bucket.labelOf(b), *n
+		return &p, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := lim.checkSeriesPoints(values*st.buckets, fmt.Sprintf("%d %s buckets times %d values of %s", st.buckets, st.bucket.b, values, name)); err != nil {
+		return nil, err
+	}
+	out := points[:0]
+	for _, p := range points {
+		if p != nil {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
