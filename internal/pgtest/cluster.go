@@ -409,9 +409,14 @@ func (c *Cluster) logTail(n int) string {
 
 // run runs a server binary as the server's user and returns its output in the error.
 func (c *Cluster) run(name string, args ...string) error {
+	return c.runWith(nil, name, args...)
+}
+
+// runWith is run with env added to the (PG*-free) environment.
+func (c *Cluster) runWith(env []string, name string, args ...string) error {
 	cmd := exec.Command(filepath.Join(c.bindir, name), args...)
 	cmd.Dir = c.dir // the postgres user may not be allowed into our working directory
-	cmd.Env = serverEnv()
+	cmd.Env = append(serverEnv(), env...)
 	if c.cred != nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: c.cred}
 	}
