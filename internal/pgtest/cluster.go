@@ -373,11 +373,20 @@ func (c *Cluster) Exec(ctx context.Context, database, sql string, args ...any) e
 // CreateDatabase creates a database and, when withSchema is set, the analytics tables in it
 // (schema.DDL, in the public schema).
 func (c *Cluster) CreateDatabase(ctx context.Context, name string, withSchema bool) error {
+	ddl := ""
+	if withSchema {
+		ddl = schema.DDL
+	}
+	return c.CreateDatabaseWith(ctx, name, ddl)
+}
+
+// CreateDatabaseWith creates a database and runs ddl in it (nothing when ddl is empty).
+func (c *Cluster) CreateDatabaseWith(ctx context.Context, name, ddl string) error {
 	if err := c.Exec(ctx, "postgres", "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
 		return fmt.Errorf("create database %q: %w", name, err)
 	}
-	if withSchema {
-		if err := c.Exec(ctx, name, schema.DDL); err != nil {
+	if ddl != "" {
+		if err := c.Exec(ctx, name, ddl); err != nil {
 			return fmt.Errorf("apply schema in %q: %w", name, err)
 		}
 	}
