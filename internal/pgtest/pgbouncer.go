@@ -52,8 +52,8 @@ func findPgBouncer() (string, error) {
 }
 
 // StartPgBouncer starts a PgBouncer in front of c (see PgBouncer) and waits until it accepts
-// connections.
-func (c *Cluster) StartPgBouncer() (*PgBouncer, error) {
+// connections. settings are extra lines for the [pgbouncer] section, e.g. "default_pool_size = 1".
+func (c *Cluster) StartPgBouncer(settings ...string) (*PgBouncer, error) {
 	bin, err := findPgBouncer()
 	if err != nil {
 		return nil, err
@@ -85,6 +85,9 @@ auth_file = %s
 pool_mode = transaction
 logfile = %s
 `, c.Host(), c.Port(), port, filepath.Join(dir, "userlist.txt"), filepath.Join(dir, "pgbouncer.log"))
+	for _, s := range settings {
+		ini += s + "\n"
+	}
 	conf := filepath.Join(dir, "pgbouncer.ini")
 	if err := c.writeFile(conf, []byte(ini), 0o600); err != nil {
 		return nil, err
@@ -157,9 +160,9 @@ func (b *PgBouncer) logTail() string {
 
 // NewPgBouncer is StartPgBouncer for one test, stopped at t.Cleanup. A PgBouncer that cannot
 // start follows the rule for a missing database (see New).
-func NewPgBouncer(t testing.TB, c *Cluster) *PgBouncer {
+func NewPgBouncer(t testing.TB, c *Cluster, settings ...string) *PgBouncer {
 	t.Helper()
-	b, err := c.StartPgBouncer()
+	b, err := c.StartPgBouncer(settings...)
 	if err != nil {
 		unavailable(t, err)
 	}

@@ -144,6 +144,9 @@ func PoolConfig(d config.Database, limits config.Limits) (*pgxpool.Config, error
 			return nil
 		}
 	}
+	if d.TargetSessionAttrs == config.TargetPreferStandby && len(eps) > 1 {
+		pc.AfterConnect, pc.AfterRelease = markFallback, keepUnlessStaleFallback
+	}
 	cc.RuntimeParams = map[string]string{}
 	cc.RuntimeParams["application_name"] = "emsquery"
 	// Values leave the database as ::text and come back as filter values: their text form must
@@ -191,6 +194,32 @@ func validateConnect(t config.TargetSessionAttrs) pgconn.ValidateConnectFunc {
 	default:
 		return nil
 	}
+}
+
+// fallbackRetry is how long a connection that prefer-standby had to make to a primary (no
+// standby answered) is kept before it is closed, so that its replacement tries the standbys
+// again: a standby that comes back takes the reads back within about this time, instead of
+// after DATABASE__POOL_RECYCLE.
+const fallbackRetry = 10 * time.Second
+
+// fallbackSince is the CustomData key of the time a fallback connection was made.
+const fallbackSince = "emsquery.fallback_since"
+
+// markFallback notes a connection to a server that is not a hot standby. The server says so
+// at connect time (in_hot_standby, reported by PostgreSQL 14 and later), so this costs no round
+// trip; without it, nothing is marked.
+func markFallback(_ context.Context, conn *pgx.Conn) error {
+	if conn.PgConn().ParameterStatus("in_hot_standby") == "off" {
+		conn.PgConn().CustomData()[fallbackSince] = time.Now()
+	}
+	return nil
+}
+
+// keepUnlessStaleFallback is the pool's AfterRelease: false closes a fallback connection older
+// than fallbackRetry.
+func keepUnlessStaleFallback(conn *pgx.Conn) bool {
+	since, ok := conn.PgConn().CustomData()[fallbackSince].(time.Time)
+	return !ok || time.Since(since) < fallbackRetry
 }
 
 // shuffleHosts puts the host and its fallbacks in a random order, as libpq's
