@@ -3,7 +3,9 @@ package app_test
 // Several database hosts (contract section 6.6): a primary and a streaming standby of it, both
 // listed in DATABASE__HOST; which one serves follows DATABASE__TARGET_SESSION_ATTRS and
 // DATABASE__LOAD_BALANCE_HOSTS, and a standby that stops costs no more than the requests that
-// were running on it.
+// were running on it. The service logs in as a role whose password has the characters a
+// connection string would trip on, over TLS verified against each host's own name (the primary
+// is "localhost", the standby "127.0.0.1"; the test certificate names both).
 
 import (
 	"context"
@@ -22,6 +24,13 @@ import (
 // sees them (on a standby: the standby's pg_stat_activity).
 func serviceSessions(t *testing.T, c *pgtest.Cluster, name string) int {
 	t.Helper()
+	n, _ := serviceSessionsTLS(t, c, name)
+	return n
+}
+
+// serviceSessionsTLS is serviceSessions, and how many of the sessions use TLS.
+func serviceSessionsTLS(t *testing.T, c *pgtest.Cluster, name string) (n, tls int) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	cfg, err := c.ConnConfig("postgres")
@@ -33,32 +42,48 @@ func serviceSessions(t *testing.T, c *pgtest.Cluster, name string) int {
 		t.Fatalf("connect to %d: %v", c.Port(), err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	var n int
-	if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = $1 AND application_name = 'emsquery'`, name).Scan(&n); err != nil {
+	if err := conn.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE s.ssl)
+		FROM pg_stat_activity a JOIN pg_stat_ssl s ON s.pid = a.pid
+		WHERE a.datname = $1 AND a.application_name = 'emsquery'`, name).Scan(&n, &tls); err != nil {
 		t.Fatal(err)
 	}
-	return n
+	return n, tls
 }
 
 func TestSeveralHosts(t *testing.T) {
 	t.Parallel()
-	primary := pgtest.New(t, pgtest.Options{})
+	primary := pgtest.New(t, pgtest.Options{SSL: true})
 	db := servicetest.FixtureDBOn(t, primary)
 	want := expectedCount(t, db)
-	standby := pgtest.NewStandby(t, primary)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	// The role is made on the primary and reaches the standby by replication.
+	db.User = "emsq_hosts"
+	db.Password = `p@ss:w/rd#?%41, it's "odd" ` + servicetest.RandomKey()[:8]
+	role := pgx.Identifier{db.User}.Sanitize()
+	if err := primary.Exec(ctx, db.Name, "CREATE ROLE "+role+" LOGIN PASSWORD "+quoteLiteral(db.Password)+";"+
+		"GRANT SELECT ON ALL TABLES IN SCHEMA public TO "+role); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = primary.Exec(context.Background(), db.Name, "DROP OWNED BY "+role)
+		_ = primary.Exec(context.Background(), "postgres", "DROP ROLE IF EXISTS "+role)
+	})
+	standby := pgtest.NewStandby(t, primary)
 	if err := standby.WaitForReplay(ctx, primary); err != nil {
 		t.Fatal(err)
 	}
-	pAddr := fmt.Sprintf("%s:%d", primary.Host(), primary.Port())
+	pAddr := fmt.Sprintf("localhost:%d", primary.Port())
 	sAddr := fmt.Sprintf("%s:%d", standby.Host(), standby.Port())
 	settings := func(target, balance string, more ...string) map[string]string {
 		env := map[string]string{
-			"DATABASE__HOST":                 primary.Host() + "," + standby.Host(),
-			"DATABASE__PORT":                 fmt.Sprintf("%d, %d", primary.Port(), standby.Port()),
-			"DATABASE__TARGET_SESSION_ATTRS": target,
-			"DATABASE__LOAD_BALANCE_HOSTS":   balance,
+			"DATABASE__HOST":                     "localhost," + standby.Host(),
+			"DATABASE__PORT":                     fmt.Sprintf("%d, %d", primary.Port(), standby.Port()),
+			"DATABASE__TARGET_SESSION_ATTRS":     target,
+			"DATABASE__LOAD_BALANCE_HOSTS":       balance,
+			"DATABASE__ENCRYPT":                  "yes",
+			"DATABASE__TRUST_SERVER_CERTIFICATE": "no",
+			"DATABASE__SSL_ROOT_CERT":            primary.CAFile(),
 		}
 		for i := 0; i+1 < len(more); i += 2 {
 			env[more[i]] = more[i+1]
@@ -113,6 +138,12 @@ func TestSeveralHosts(t *testing.T) {
 		t.Logf("random: %d sessions on the primary, %d on the standby", p, s)
 		if p == 0 || s == 0 {
 			t.Errorf("random: %d sessions on the primary, %d on the standby; want both used", p, s)
+		}
+		// TLS, verified, on both hosts.
+		for _, c := range []*pgtest.Cluster{primary, standby} {
+			if n, tls := serviceSessionsTLS(t, c, db.Name); tls != n {
+				t.Errorf("port %d: %d of %d sessions use TLS", c.Port(), tls, n)
+			}
 		}
 	})
 
