@@ -1,6 +1,7 @@
 // Command scale measures what docs/scaling.md reports: requests per second, and per second of
 // the service's CPU, for a light and a heavy workload, with the service reading from the
-// primary, from a streaming standby, and through PgBouncer in transaction pooling mode.
+// primary, from a streaming standby, and through PgBouncer in transaction pooling mode; and
+// date-range workloads on the plain and the partitioned layout.
 //
 // It starts a throwaway primary and a standby of it (internal/pgtest), loads the demo data
 // (-records), builds the service and runs it with GOMAXPROCS=1 (one service core) against each
@@ -31,6 +32,7 @@ import (
 
 	"github.com/emsanalytics/emsquery/internal/demodata"
 	"github.com/emsanalytics/emsquery/internal/pgtest"
+	"github.com/emsanalytics/emsquery/schema"
 )
 
 const apiKey = "scale-bench-key-0123456789abcdef0123456789"
@@ -38,6 +40,13 @@ const apiKey = "scale-bench-key-0123456789abcdef0123456789"
 var workloads = []struct{ name, query string }{
 	{"light: records_count(station)", `{ records_count(station: "Central") { count } }`},
 	{"heavy: unique_counts, 2 columns, one year", `{ unique_counts(columns: ["station", "degree_of_urgency"], start_date: "2024-01-01", end_date: "2024-12-31") { column value count } }`},
+}
+
+// layoutWorkloads compare the plain and the partitioned layout, on the primary.
+var layoutWorkloads = []struct{ name, query string }{
+	{"unique_counts, 2 columns, one month", `{ unique_counts(columns: ["station", "degree_of_urgency"], start_date: "2024-03-01", end_date: "2024-03-31") { column value count } }`},
+	{"unique_counts, 2 columns, one year", `{ unique_counts(columns: ["station", "degree_of_urgency"], start_date: "2024-01-01", end_date: "2024-12-31") { column value count } }`},
+	{"distinct_values station, one day", `{ distinct_values(columns: ["station"], start_date: "2024-03-05", end_date: "2024-03-05") { value } }`},
 }
 
 func main() {
@@ -74,6 +83,20 @@ func run(records, workers int, duration time.Duration) error {
 		return err
 	}
 	if _, err := demodata.Load(ctx, conn, d, demodata.LoadOptions{ApplySchema: true}); err != nil {
+		return err
+	}
+	conn.Close(ctx)
+	if err := primary.CreateDatabase(ctx, "bench_partitioned", false); err != nil {
+		return err
+	}
+	pcfg, err := primary.ConnConfig("bench_partitioned")
+	if err != nil {
+		return err
+	}
+	if conn, err = pgx.ConnectConfig(ctx, pcfg); err != nil {
+		return err
+	}
+	if _, err := demodata.Load(ctx, conn, d, demodata.LoadOptions{ApplySchema: true, Layout: schema.Partitioned}); err != nil {
 		return err
 	}
 	conn.Close(ctx)
@@ -120,6 +143,24 @@ func run(records, workers int, duration time.Duration) error {
 				return fmt.Errorf("%s / %s: %w", w.name, tg.name, err)
 			}
 			fmt.Printf("| %s | %s | %.0f | %.0f | %.2f |\n", w.name, tg.name, res.rps, res.perCPU, res.dbMs)
+		}
+	}
+	fmt.Println()
+	fmt.Println("| workload | layout | requests/s | requests per service CPU-second | database CPU ms per request |")
+	fmt.Println("|---|---|---:|---:|---:|")
+	for _, w := range layoutWorkloads {
+		for _, name := range []string{"bench", "bench_partitioned"} {
+			env := []string{"DATABASE__HOST=" + primary.Host(), "DATABASE__PORT=" + strconv.Itoa(primary.Port()),
+				"DATABASE__NAME=" + name, "DATABASE__PASSWORD=" + primary.Password()}
+			res, err := measure(bin, dir, env, w.query, workers, duration, primary.PostmasterPID(), standby.PostmasterPID())
+			if err != nil {
+				return fmt.Errorf("%s / %s: %w", w.name, name, err)
+			}
+			layout := "plain"
+			if name != "bench" {
+				layout = "partitioned by month"
+			}
+			fmt.Printf("| %s | %s | %.0f | %.0f | %.2f |\n", w.name, layout, res.rps, res.perCPU, res.dbMs)
 		}
 	}
 	return nil
