@@ -15,6 +15,7 @@ import (
 var relationName = regexp.MustCompile(`"Relation Name": "(fact_record[^"]*)"`)
 
 func TestOneMonthReadsOnePartition(t *testing.T) {
+	t.Parallel()
 	servicetest.RunOn(t, servicetest.Partitioned, oneMonthReadsOnePartition)
 }
 

@@ -10,9 +10,11 @@ import (
 // to fact_record the partitioned layout drops, on that layout (contract section 6.6).
 
 func TestThroughPgBouncer(t *testing.T) {
+	t.Parallel()
 	servicetest.RunOn(t, servicetest.ThroughPgBouncer, TestPatientsOnFixture, TestOxygensOnFixture)
 }
 
 func TestOnPartitionedLayout(t *testing.T) {
+	t.Parallel()
 	servicetest.RunOn(t, servicetest.Partitioned, TestOxygensOnFixture)
 }

@@ -11,6 +11,7 @@ import (
 // client disconnects are about the service's own connection handling and run directly only.
 
 func TestThroughPgBouncer(t *testing.T) {
+	t.Parallel()
 	servicetest.RunOn(t, servicetest.ThroughPgBouncer,
 		TestMainReportRowsAndTotal, TestMainReportPaging, TestMainReportBadArguments, TestMainReportSummary,
 		TestLookups, TestLookupsColumns, TestEndpointsHaveTheirOwnSchemas,
@@ -18,6 +19,7 @@ func TestThroughPgBouncer(t *testing.T) {
 }
 
 func TestOnPartitionedLayout(t *testing.T) {
+	t.Parallel()
 	servicetest.RunOn(t, servicetest.Partitioned,
 		TestMainReportRowsAndTotal, TestMainReportPaging, TestMainReportSummary, TestLookups, TestLookupsColumns,
 		TestExportEqualsMainReport)

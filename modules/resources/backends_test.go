@@ -8,5 +8,6 @@ import (
 
 // The same tests through PgBouncer in transaction pooling mode (contract section 6.6).
 func TestThroughPgBouncer(t *testing.T) {
+	t.Parallel()
 	servicetest.RunOn(t, servicetest.ThroughPgBouncer, TestResourcesOnFixture, TestStationResourcesOnFixture)
 }

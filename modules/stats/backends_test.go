@@ -10,11 +10,13 @@ import (
 // (contract section 6.6): the answers must not change.
 
 func TestThroughPgBouncer(t *testing.T) {
+	t.Parallel()
 	servicetest.RunOn(t, servicetest.ThroughPgBouncer,
 		TestDistinctValuesAndUniqueCountsMatchSQL, TestValuesRoundTripAsFilters, TestBadInputIsRefused, TestRecordsCount)
 }
 
 func TestOnPartitionedLayout(t *testing.T) {
+	t.Parallel()
 	servicetest.RunOn(t, servicetest.Partitioned,
 		TestDistinctValuesAndUniqueCountsMatchSQL, TestValuesRoundTripAsFilters, TestBadInputIsRefused, TestRecordsCount)
 }
