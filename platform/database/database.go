@@ -147,6 +147,8 @@ func PoolConfig(d config.Database, limits config.Limits) (*pgxpool.Config, error
 	if d.TargetSessionAttrs == config.TargetPreferStandby && len(eps) > 1 {
 		pc.AfterConnect, pc.AfterRelease = markFallback, keepUnlessStaleFallback
 	}
+	// Runtime parameters from PG* variables (PGOPTIONS, PGAPPNAME) are dropped: a pooler would
+	// refuse them, and the service's own settings are the ones that must hold.
 	cc.RuntimeParams = map[string]string{}
 	cc.RuntimeParams["application_name"] = "emsquery"
 	// Values leave the database as ::text and come back as filter values: their text form must
@@ -179,8 +181,10 @@ func PoolConfig(d config.Database, limits config.Limits) (*pgxpool.Config, error
 
 // validateConnect is libpq's target_session_attrs check, pgx's implementation of it. As with
 // libpq, read-only accepts a session that is read-only by default, and the service's own
-// sessions are (default_transaction_read_only), so it accepts every host; standby and
-// prefer-standby ask the server whether it is in recovery.
+// sessions are (default_transaction_read_only), so it accepts every host; behind a transaction
+// pooler that setting travels with each transaction instead, so there read-only accepts the
+// hosts that are read-only by themselves. standby and prefer-standby ask the server whether it
+// is in recovery.
 func validateConnect(t config.TargetSessionAttrs) pgconn.ValidateConnectFunc {
 	switch t {
 	case config.TargetReadOnly:
