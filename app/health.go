@@ -19,14 +19,31 @@ func ping(c *fiber.Ctx) error {
 // database hangs.
 const healthCheckTimeout = 2 * time.Second
 
+// healthz is 200 while the pool can run SELECT 1, on whichever host serves it. With several
+// database hosts the body also says how each one answered on a connection of its own
+// ("hosts": {"db1:5432": "ok", "db2:5432": "unreachable"}), checked at the same time.
 func healthz(db *database.DB) fiber.Handler {
 	return func(c *fiber.Ctx) error {
 		ctx, cancel := context.WithTimeout(c.UserContext(), healthCheckTimeout)
 		defer cancel()
-		if err := db.Ping(ctx); err != nil {
-			return c.Status(fiber.StatusServiceUnavailable).JSON(fiber.Map{"status": "unavailable", "database": healthReason(err)})
+		hostsDone := make(chan []database.HostState, 1)
+		go func() { hostsDone <- db.CheckHosts(ctx) }()
+		err := db.Ping(ctx)
+		body := fiber.Map{"status": "ok", "database": "ok"}
+		if err != nil {
+			body = fiber.Map{"status": "unavailable", "database": healthReason(err)}
 		}
-		return c.JSON(fiber.Map{"status": "ok", "database": "ok"})
+		if hosts := <-hostsDone; hosts != nil {
+			m := make(map[string]string, len(hosts))
+			for _, h := range hosts {
+				m[h.Host] = h.State
+			}
+			body["hosts"] = m
+		}
+		if err != nil {
+			return c.Status(fiber.StatusServiceUnavailable).JSON(body)
+		}
+		return c.JSON(body)
 	}
 }
 

@@ -7,7 +7,10 @@
 #   scripts/demo.sh reset    stop it and delete it with its data, password and API key
 #
 # Settings: DEMO_PG_PORT (cluster port, default 55432), DEMO_PORT (service port, default 9090),
-# DEMO_RECORDS (records to load, default 1000000; a different count reloads the data).
+# DEMO_RECORDS (records to load, default 1000000; a different count reloads the data),
+# DEMO_LAYOUT (plain, default, or partitioned: fact_record partitioned by month as in
+# schema/partitioned.sql; each layout has a database of its own, ems_demo and
+# ems_demo_partitioned, so switching back and forth loads each only once).
 #
 # Why the details: initdb and postgres refuse to run as root, so as root the cluster runs as
 # the `postgres` user that Debian's package creates. When that user cannot reach the repository
@@ -21,7 +24,12 @@ demo="$root/.demo"
 pg_port=${DEMO_PG_PORT:-55432}
 app_port=${DEMO_PORT:-9090}
 records=${DEMO_RECORDS:-1000000}
-dbname=ems_demo
+layout=${DEMO_LAYOUT:-plain}
+case "$layout" in
+  plain) dbname=ems_demo ;;
+  partitioned) dbname=ems_demo_partitioned ;;
+  *) echo "demo: DEMO_LAYOUT must be plain or partitioned, got '$layout'" >&2; exit 1 ;;
+esac
 
 die() { echo "demo: $*" >&2; exit 1; }
 say() { echo "demo: $*" >&2; }
@@ -193,8 +201,8 @@ if [ "$have" != "$records" ]; then
     say "the demo database holds $have records, DEMO_RECORDS is $records: reloading"
     replace=(-replace)
   fi
-  say "loading $records demo records (once; later runs reuse them)"
-  (cd "$root" && PGDATABASE=$dbname go run ./cmd/demodata -records "$records" "${replace[@]}")
+  say "loading $records demo records, $layout layout (once; later runs reuse them)"
+  (cd "$root" && PGDATABASE=$dbname go run ./cmd/demodata -records "$records" -layout "$layout" "${replace[@]}")
 else
   say "demo data already loaded ($have records)"
 fi

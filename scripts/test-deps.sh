@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the tests need beyond Go, when missing: PostgreSQL server binaries, Chromium (the
-# GraphiQL browser test), Prometheus (the metrics scrape test), and the pinned npm packages of
-# e2e/. Quick when everything is there.
+# GraphiQL browser test), Prometheus (the metrics scrape test), PgBouncer (the transaction pooling
+# tests), and the pinned npm packages of e2e/. Quick when everything is there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -10,6 +10,7 @@ scripts/ensure-postgres.sh >/dev/null
 missing=()
 [ -x /usr/bin/chromium ] || missing+=(chromium)
 command -v prometheus >/dev/null 2>&1 || [ -x /usr/bin/prometheus ] || missing+=(prometheus)
+command -v pgbouncer >/dev/null 2>&1 || [ -x /usr/sbin/pgbouncer ] || missing+=(pgbouncer)
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
     echo "installing Debian packages: ${missing[*]}" >&2
@@ -19,6 +20,10 @@ if [ ${#missing[@]} -gt 0 ]; then
     # Debian starts a Prometheus service on install; the tests start their own.
     if [[ " ${missing[*]} " == *" prometheus "* ]]; then
       (systemctl stop prometheus 2>/dev/null || service prometheus stop 2>/dev/null || pkill -x prometheus || true) >/dev/null 2>&1
+    fi
+    # Likewise PgBouncer (where a service manager runs); the tests start their own on free ports.
+    if [[ " ${missing[*]} " == *" pgbouncer "* ]]; then
+      (systemctl disable --now pgbouncer 2>/dev/null || service pgbouncer stop 2>/dev/null || true) >/dev/null 2>&1
     fi
   else
     echo "missing Debian packages (install them as root): ${missing[*]}" >&2

@@ -8,6 +8,7 @@
 //
 //	go run ./cmd/demodata -records 1000000
 //	go run ./cmd/demodata -records 10000 -replace -dsn 'host=127.0.0.1 port=55432 dbname=ems_demo'
+//	go run ./cmd/demodata -records 1000000 -layout partitioned
 package main
 
 import (
@@ -22,6 +23,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/emsanalytics/emsquery/internal/demodata"
+	"github.com/emsanalytics/emsquery/schema"
 )
 
 func main() {
@@ -36,6 +38,7 @@ func run() int {
 		ddl     = flag.Bool("schema", true, "create the tables and indexes first (idempotent)")
 		replace = flag.Bool("replace", false, "empty the five tables first; without it, tables that hold data are left alone and the run fails")
 		quiet   = flag.Bool("quiet", false, "print only the summary")
+		layout  = flag.String("layout", "plain", "table layout: plain, or partitioned (fact_record by month, schema/partitioned.sql)")
 	)
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), "usage: demodata [flags]\n\nFills the analytics tables with deterministic demo data.\n\n")
@@ -71,7 +74,12 @@ func run() int {
 		fmt.Fprintf(os.Stderr, "demodata: %v\n", err)
 		return 2
 	}
-	opt := demodata.LoadOptions{ApplySchema: *ddl, Replace: *replace}
+	lay, err := schema.ParseLayout(*layout)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "demodata: -layout: %v\n", err)
+		return 2
+	}
+	opt := demodata.LoadOptions{ApplySchema: *ddl, Replace: *replace, Layout: lay}
 	if !*quiet {
 		opt.Progress = os.Stderr
 		fmt.Fprintf(os.Stderr, "loading %d records (seed %d) into %s:%d/%s\n", *records, *seed, cfg.Host, cfg.Port, cfg.Database)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -14,9 +15,13 @@ import (
 
 // LoadOptions control Load.
 type LoadOptions struct {
-	ApplySchema bool      // run schema.DDL first (idempotent)
-	Replace     bool      // empty the five tables first instead of refusing
-	Progress    io.Writer // one line per step; nil for none
+	ApplySchema bool // run the layout's DDL first (idempotent)
+	// Layout is the table layout: schema.Plain (also when empty) or schema.Partitioned, whose
+	// months for the whole period Load creates. Tables that exist with the other layout are
+	// refused, not converted.
+	Layout   schema.Layout
+	Replace  bool      // empty the five tables first instead of refusing
+	Progress io.Writer // one line per step; nil for none
 }
 
 // TableCount is the number of rows loaded into one table.
@@ -51,11 +56,29 @@ func Load(ctx context.Context, conn *pgx.Conn, d *Dataset, opt LoadOptions) (Sum
 			fmt.Fprintf(opt.Progress, "%6.1fs  "+format+"\n", append([]any{time.Since(start).Seconds()}, args...)...)
 		}
 	}
+	layout := opt.Layout
+	if layout == "" {
+		layout = schema.Plain
+	}
 	if opt.ApplySchema {
-		if _, err := conn.Exec(ctx, schema.DDL); err != nil {
+		if _, err := conn.Exec(ctx, layout.DDL()); err != nil {
 			return Summary{}, fmt.Errorf("applying schema: %w", err)
 		}
-		progress("schema applied")
+		progress("schema applied (%s layout)", layout)
+	}
+	var partitioned bool
+	if err := conn.QueryRow(ctx, "SELECT relkind = 'p' FROM pg_class WHERE oid = 'fact_record'::regclass").Scan(&partitioned); err != nil {
+		return Summary{}, fmt.Errorf("fact_record: %w", err)
+	}
+	if partitioned != (layout == schema.Partitioned) {
+		return Summary{}, fmt.Errorf("fact_record exists with another layout than %s; load into another database or drop the tables first", layout)
+	}
+	if partitioned {
+		var made int
+		if err := conn.QueryRow(ctx, "SELECT create_fact_record_months($1, $2)", PeriodStart, PeriodEnd).Scan(&made); err != nil {
+			return Summary{}, fmt.Errorf("creating the months' partitions: %w", err)
+		}
+		progress("%d monthly partitions created", made)
 	}
 
 	tx, err := conn.Begin(ctx)
@@ -218,6 +241,10 @@ func dropDeferrable(ctx context.Context, tx pgx.Tx) ([]string, error) {
 	}
 	var restore []string
 	for _, p := range pairs {
+		// A partitioned table's index is shown as made ON ONLY the parent (as pg_dump makes it
+		// before attaching the partitions' indexes); made so again it would stay invalid and
+		// never reach the partitions.
+		p.create = strings.Replace(p.create, " ON ONLY ", " ON ", 1)
 		if _, err := tx.Exec(ctx, p.drop); err != nil {
 			return nil, fmt.Errorf("%s: %w", p.drop, err)
 		}

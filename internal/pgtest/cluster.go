@@ -373,11 +373,20 @@ func (c *Cluster) Exec(ctx context.Context, database, sql string, args ...any) e
 // CreateDatabase creates a database and, when withSchema is set, the analytics tables in it
 // (schema.DDL, in the public schema).
 func (c *Cluster) CreateDatabase(ctx context.Context, name string, withSchema bool) error {
+	ddl := ""
+	if withSchema {
+		ddl = schema.DDL
+	}
+	return c.CreateDatabaseWith(ctx, name, ddl)
+}
+
+// CreateDatabaseWith creates a database and runs ddl in it (nothing when ddl is empty).
+func (c *Cluster) CreateDatabaseWith(ctx context.Context, name, ddl string) error {
 	if err := c.Exec(ctx, "postgres", "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
 		return fmt.Errorf("create database %q: %w", name, err)
 	}
-	if withSchema {
-		if err := c.Exec(ctx, name, schema.DDL); err != nil {
+	if ddl != "" {
+		if err := c.Exec(ctx, name, ddl); err != nil {
 			return fmt.Errorf("apply schema in %q: %w", name, err)
 		}
 	}
@@ -409,9 +418,14 @@ func (c *Cluster) logTail(n int) string {
 
 // run runs a server binary as the server's user and returns its output in the error.
 func (c *Cluster) run(name string, args ...string) error {
+	return c.runWith(nil, name, args...)
+}
+
+// runWith is run with env added to the (PG*-free) environment.
+func (c *Cluster) runWith(env []string, name string, args ...string) error {
 	cmd := exec.Command(filepath.Join(c.bindir, name), args...)
 	cmd.Dir = c.dir // the postgres user may not be allowed into our working directory
-	cmd.Env = serverEnv()
+	cmd.Env = append(serverEnv(), env...)
 	if c.cred != nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: c.cred}
 	}

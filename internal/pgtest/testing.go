@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/emsanalytics/emsquery/schema"
 )
 
 type sharedCluster struct {
@@ -94,10 +96,17 @@ func unavailable(t testing.TB, err error) {
 // connections are still open). It returns the database's name.
 func NewDatabase(t testing.TB, c *Cluster) string {
 	t.Helper()
+	return NewDatabaseWith(t, c, schema.DDL)
+}
+
+// NewDatabaseWith is NewDatabase with ddl instead of schema.DDL (e.g. schema.PartitionedDDL);
+// an empty ddl leaves the database empty.
+func NewDatabaseWith(t testing.TB, c *Cluster, ddl string) string {
+	t.Helper()
 	name := databaseName(t.Name())
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := c.CreateDatabase(ctx, name, true); err != nil {
+	if err := c.CreateDatabaseWith(ctx, name, ddl); err != nil {
 		t.Fatalf("pgtest: %v", err)
 	}
 	t.Cleanup(func() {

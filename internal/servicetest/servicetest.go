@@ -69,6 +69,8 @@ type DB struct {
 	Port     int
 	User     string
 	Password string
+	// TransactionPooling: Host and Port are a PgBouncer in transaction mode.
+	TransactionPooling bool
 }
 
 // NewDB returns the shared cluster's fresh, empty database with the schema applied.
@@ -78,11 +80,11 @@ func NewDB(t testing.TB) DB {
 }
 
 // NewDBOn is NewDB on cluster c: a cluster of the test's own (pgtest.New), which it may stop,
-// start or give TLS.
+// start or give TLS. The layout, and whether PgBouncer stands between, follow the test's
+// Backend.
 func NewDBOn(t testing.TB, c *pgtest.Cluster) DB {
 	t.Helper()
-	name := pgtest.NewDatabase(t, c)
-	return DB{Cluster: c, Name: name, Host: c.Host(), Port: c.Port(), User: "postgres", Password: c.Password()}
+	return newDatabase(t, c)
 }
 
 // FixtureDB returns a fresh database holding the hand-made edge-case fixture.
@@ -124,7 +126,7 @@ func (db DB) Pool(t testing.TB) *pgxpool.Pool {
 
 // Env returns the settings that point the service at db.
 func (db DB) Env() map[string]string {
-	return map[string]string{
+	env := map[string]string{
 		"DATABASE__HOST":     db.Host,
 		"DATABASE__PORT":     strconv.Itoa(db.Port),
 		"DATABASE__NAME":     db.Name,
@@ -132,6 +134,10 @@ func (db DB) Env() map[string]string {
 		"DATABASE__PASSWORD": db.Password,
 		"DATABASE__ENCRYPT":  "no",
 	}
+	if db.TransactionPooling {
+		env["DATABASE__TRANSACTION_POOLING"] = "yes"
+	}
+	return env
 }
 
 // Service is a running service process.

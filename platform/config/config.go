@@ -4,6 +4,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"regexp"
 	"strconv"
@@ -58,11 +59,19 @@ type App struct {
 }
 
 type Database struct {
-	Host     string `env:"DATABASE__HOST" env-default:"localhost"`
-	Port     Port   `env:"DATABASE__PORT" env-default:"5432"`
-	Name     string `env:"DATABASE__NAME" env-default:"postgres"`
-	Username string `env:"DATABASE__USERNAME" env-default:"postgres"`
-	Password Secret `env:"DATABASE__PASSWORD"`
+	// Hosts and Ports are libpq's multi-host form: the hosts are tried in order (or in random
+	// order, see LoadBalanceHosts) until one accepts the connection and suits
+	// TargetSessionAttrs. Use Endpoints to pair them.
+	Hosts              Hosts              `env:"DATABASE__HOST" env-default:"localhost"`
+	Ports              Ports              `env:"DATABASE__PORT" env-default:"5432"`
+	TargetSessionAttrs TargetSessionAttrs `env:"DATABASE__TARGET_SESSION_ATTRS" env-default:"any"`
+	LoadBalanceHosts   LoadBalanceHosts   `env:"DATABASE__LOAD_BALANCE_HOSTS" env-default:"disable"`
+	// TransactionPooling says that the hosts are a pooler in transaction mode (PgBouncer):
+	// session settings then travel with every transaction instead of the connection's start.
+	TransactionPooling Switch `env:"DATABASE__TRANSACTION_POOLING" env-default:"no"`
+	Name               string `env:"DATABASE__NAME" env-default:"postgres"`
+	Username           string `env:"DATABASE__USERNAME" env-default:"postgres"`
+	Password           Secret `env:"DATABASE__PASSWORD"`
 	// Schema becomes the connection's search_path.
 	Schema                 string  `env:"DATABASE__SCHEMA" env-default:"public"`
 	Encrypt                Switch  `env:"DATABASE__ENCRYPT" env-default:"yes"`
@@ -138,6 +147,30 @@ func (m Metrics) Disabled() bool {
 	return v
 }
 
+// Endpoint is one database host and its port.
+type Endpoint struct {
+	Host string
+	Port Port
+}
+
+// String is host:port (a Unix socket directory keeps its path).
+func (e Endpoint) String() string { return net.JoinHostPort(e.Host, strconv.Itoa(int(e.Port))) }
+
+// Endpoints pairs every host with its port: DATABASE__PORT's only port, or the one at the same
+// place in its list (Load refuses lists of other lengths).
+func (d Database) Endpoints() []Endpoint {
+	out := make([]Endpoint, len(d.Hosts))
+	for i, h := range d.Hosts {
+		out[i] = Endpoint{Host: h, Port: 5432}
+		if len(d.Ports) == len(d.Hosts) {
+			out[i].Port = d.Ports[i]
+		} else if len(d.Ports) > 0 {
+			out[i].Port = d.Ports[0]
+		}
+	}
+	return out
+}
+
 // MinKeyLength is the key length below which the service warns at start-up.
 const MinKeyLength = 32
 
@@ -197,8 +230,8 @@ func (c *Config) validate() error {
 	if strings.TrimSpace(c.Authentication.APIKey.Reveal()) == "" {
 		errs = append(errs, "AUTHENTICATION__API_KEY: not set; the service refuses to start without an API key (choose a long random value)")
 	}
-	if strings.TrimSpace(c.Database.Host) == "" {
-		errs = append(errs, "DATABASE__HOST: empty")
+	if n, m := len(c.Database.Hosts), len(c.Database.Ports); m != 1 && m != n {
+		errs = append(errs, fmt.Sprintf("DATABASE__PORT: %d ports for %d hosts in DATABASE__HOST; give one port for all hosts or one per host", m, n))
 	}
 	if strings.TrimSpace(c.Database.Name) == "" {
 		errs = append(errs, "DATABASE__NAME: empty")

@@ -46,8 +46,11 @@ func TestDefaults(t *testing.T) {
 		{"APP__ROOT_PATH", cfg.App.RootPath, config.RootPath("")},
 		{"APP__HEALTH_CHECKS_ENABLED", cfg.App.HealthChecksEnabled, config.Switch(true)},
 		{"APP__MAX_BODY_BYTES", cfg.App.MaxBodyBytes, config.Bytes(1 << 20)},
-		{"DATABASE__HOST", cfg.Database.Host, "localhost"},
-		{"DATABASE__PORT", cfg.Database.Port, config.Port(5432)},
+		{"DATABASE__HOST", cfg.Database.Hosts, config.Hosts{"localhost"}},
+		{"DATABASE__PORT", cfg.Database.Ports, config.Ports{5432}},
+		{"DATABASE__TARGET_SESSION_ATTRS", cfg.Database.TargetSessionAttrs, config.TargetAny},
+		{"DATABASE__LOAD_BALANCE_HOSTS", cfg.Database.LoadBalanceHosts, config.LoadBalanceDisable},
+		{"DATABASE__TRANSACTION_POOLING", cfg.Database.TransactionPooling, config.Switch(false)},
 		{"DATABASE__NAME", cfg.Database.Name, "postgres"},
 		{"DATABASE__USERNAME", cfg.Database.Username, "postgres"},
 		{"DATABASE__PASSWORD", cfg.Database.Password.Reveal(), ""},
@@ -185,6 +188,11 @@ func TestBadValuesNameTheirVariable(t *testing.T) {
 		{"APP__HEALTH_CHECKS_ENABLED", "maybe"},
 		{"APP__MAX_BODY_BYTES", "0"},
 		{"DATABASE__PORT", "-5"},
+		{"DATABASE__PORT", "5432,x"},
+		{"DATABASE__HOST", "db1,,db2"},
+		{"DATABASE__TARGET_SESSION_ATTRS", "read-write"},
+		{"DATABASE__LOAD_BALANCE_HOSTS", "round-robin"},
+		{"DATABASE__TRANSACTION_POOLING", "pgbouncer"},
 		{"DATABASE__ENCRYPT", "perhaps"},
 		{"DATABASE__TRUST_SERVER_CERTIFICATE", "2"},
 		{"DATABASE__POOL_SIZE", "-1"},
@@ -227,6 +235,35 @@ func TestBadValuesNameTheirVariable(t *testing.T) {
 				t.Errorf("error is not one line: %q", msg)
 			}
 		})
+	}
+}
+
+func TestSeveralHosts(t *testing.T) {
+	for _, c := range []struct {
+		host, port string
+		want       []config.Endpoint
+	}{
+		{"db", "5432", []config.Endpoint{{Host: "db", Port: 5432}}},
+		{"db1, db2,db3", "6432", []config.Endpoint{{Host: "db1", Port: 6432}, {Host: "db2", Port: 6432}, {Host: "db3", Port: 6432}}},
+		{"db1,db2", "5432, 5433", []config.Endpoint{{Host: "db1", Port: 5432}, {Host: "db2", Port: 5433}}},
+	} {
+		setenv(t, map[string]string{"AUTHENTICATION__API_KEY": "k", "DATABASE__HOST": c.host, "DATABASE__PORT": c.port,
+			"DATABASE__TARGET_SESSION_ATTRS": "Prefer-Standby", "DATABASE__LOAD_BALANCE_HOSTS": "random"})
+		cfg, err := config.Load("")
+		if err != nil {
+			t.Fatalf("%s / %s: %v", c.host, c.port, err)
+		}
+		if got := cfg.Database.Endpoints(); !reflect.DeepEqual(got, c.want) {
+			t.Errorf("%s / %s: endpoints %v, want %v", c.host, c.port, got, c.want)
+		}
+		if cfg.Database.TargetSessionAttrs != config.TargetPreferStandby || cfg.Database.LoadBalanceHosts != config.LoadBalanceRandom {
+			t.Errorf("target %q, load balance %q", cfg.Database.TargetSessionAttrs, cfg.Database.LoadBalanceHosts)
+		}
+	}
+	// A port list must match the host list.
+	setenv(t, map[string]string{"AUTHENTICATION__API_KEY": "k", "DATABASE__HOST": "db1,db2,db3", "DATABASE__PORT": "5432,5433"})
+	if _, err := config.Load(""); err == nil || !strings.Contains(err.Error(), "DATABASE__PORT") {
+		t.Errorf("2 ports for 3 hosts: err = %v, want one naming DATABASE__PORT", err)
 	}
 }
 

@@ -25,6 +25,81 @@ func (p *Port) SetValue(s string) error {
 	return nil
 }
 
+// Hosts is DATABASE__HOST: a host name, IP address or Unix socket directory, or a comma list
+// of them (libpq's multi-host form, "db1,db2,db3").
+type Hosts []string
+
+func (h *Hosts) SetValue(s string) error {
+	var list []string
+	for _, host := range strings.Split(s, ",") {
+		host = strings.TrimSpace(host)
+		if host == "" {
+			return fmt.Errorf("%q has an empty host; write one host or a comma list like db1,db2", s)
+		}
+		list = append(list, host)
+	}
+	*h = list
+	return nil
+}
+
+// Ports is DATABASE__PORT: one port for every host, or a comma list with one port per host.
+type Ports []Port
+
+func (p *Ports) SetValue(s string) error {
+	var list []Port
+	for _, v := range strings.Split(s, ",") {
+		var port Port
+		if err := port.SetValue(v); err != nil {
+			return fmt.Errorf("%q: %w", s, err)
+		}
+		list = append(list, port)
+	}
+	*p = list
+	return nil
+}
+
+// TargetSessionAttrs is libpq's target_session_attrs: which of the hosts a connection accepts.
+type TargetSessionAttrs string
+
+// The values of DATABASE__TARGET_SESSION_ATTRS. read-write is left out: the service's sessions
+// are read-only, so no host would ever do.
+const (
+	TargetAny           TargetSessionAttrs = "any"
+	TargetReadOnly      TargetSessionAttrs = "read-only"
+	TargetPrimary       TargetSessionAttrs = "primary"
+	TargetStandby       TargetSessionAttrs = "standby"
+	TargetPreferStandby TargetSessionAttrs = "prefer-standby"
+)
+
+func (t *TargetSessionAttrs) SetValue(s string) error {
+	switch v := TargetSessionAttrs(strings.ToLower(strings.TrimSpace(s))); v {
+	case TargetAny, TargetReadOnly, TargetPrimary, TargetStandby, TargetPreferStandby:
+		*t = v
+	default:
+		return fmt.Errorf("%q is not one of any, read-only, primary, standby, prefer-standby", s)
+	}
+	return nil
+}
+
+// LoadBalanceHosts is libpq's load_balance_hosts: disable tries the hosts in the order given,
+// random in a new random order for every connection.
+type LoadBalanceHosts string
+
+const (
+	LoadBalanceDisable LoadBalanceHosts = "disable"
+	LoadBalanceRandom  LoadBalanceHosts = "random"
+)
+
+func (l *LoadBalanceHosts) SetValue(s string) error {
+	switch v := LoadBalanceHosts(strings.ToLower(strings.TrimSpace(s))); v {
+	case LoadBalanceDisable, LoadBalanceRandom:
+		*l = v
+	default:
+		return fmt.Errorf("%q is not disable or random", s)
+	}
+	return nil
+}
+
 // Count is a non-negative whole number (pool sizes, file counts).
 type Count int
 

@@ -36,41 +36,61 @@ import (
 // (ClassifyContext). A failed write to w ends the COPY: pgconn closes the connection, which
 // cancels the query on the server, and the pool drops the connection on release.
 func (db *DB) CopyTo(ctx context.Context, op string, w io.Writer, copySQL string) (pgconn.CommandTag, error) {
+	for attempt := 1; ; attempt++ {
+		tag, retry, err := db.copyOnce(ctx, op, w, copySQL, attempt < maxAttempts)
+		if !retry {
+			return tag, err
+		}
+	}
+}
+
+// copyOnce is one attempt of CopyTo. retry says that the connection was found dead before
+// anything reached w (see run), so the COPY may run again on another connection.
+func (db *DB) copyOnce(ctx context.Context, op string, w io.Writer, copySQL string, mayRetry bool) (pgconn.CommandTag, bool, error) {
 	conn, err := db.acquire(ctx)
 	if err != nil {
-		return pgconn.CommandTag{}, err
+		return pgconn.CommandTag{}, false, err
 	}
 	defer conn.Release()
 	pg := conn.Conn().PgConn()
 	if enc, ds := pg.ParameterStatus("client_encoding"), pg.ParameterStatus("DateStyle"); enc != "UTF8" || !strings.HasPrefix(ds, "ISO") {
-		return pgconn.CommandTag{}, fmt.Errorf("the connection has client_encoding %q and DateStyle %q; it needs UTF8 and ISO", enc, ds)
+		return pgconn.CommandTag{}, false, fmt.Errorf("the connection has client_encoding %q and DateStyle %q; it needs UTF8 and ISO", enc, ds)
 	}
-	sql := "SET LOCAL statement_timeout = " + milliseconds(db.exportTimeout) + "; " + copySQL
+	// Behind a transaction pooler the session's settings come first, in the same transaction.
+	sql := db.session.copyPrefix + "SET LOCAL statement_timeout = " + milliseconds(db.exportTimeout) + "; " + copySQL
 	start := time.Now()
 	cw := &copyWriter{w: w}
 	tag, err := pg.CopyTo(ctx, cw, sql)
+	if err != nil && mayRetry && !cw.wrote && cw.err == nil && ctx.Err() == nil && connectionLost(err) {
+		addr := remoteAddr(conn)
+		conn.Release()
+		db.dropIdle(ctx, addr)
+		return tag, true, err
+	}
 	db.metrics.operation(ctx, op, start, err)
 	if err == nil {
-		return tag, nil
+		return tag, false, nil
 	}
 	if cw.err != nil {
-		return tag, cw.err // the writer's own error, as it was
+		return tag, false, cw.err // the writer's own error, as it was
 	}
 	var pgErr *pgconn.PgError
 	if ctx.Err() == nil && errors.As(err, &pgErr) && pgErr.Code == "57014" {
-		return tag, apierr.ExportTimedOut(db.exportTimeout, err)
+		return tag, false, apierr.ExportTimedOut(db.exportTimeout, err)
 	}
-	return tag, db.classify(ctx, err)
+	return tag, false, db.classify(ctx, err)
 }
 
 // copyWriter remembers the error of the writer a COPY writes to, so that it is not mistaken for
 // the database's.
 type copyWriter struct {
-	w   io.Writer
-	err error
+	w     io.Writer
+	err   error
+	wrote bool
 }
 
 func (c *copyWriter) Write(p []byte) (int, error) {
+	c.wrote = true
 	n, err := c.w.Write(p)
 	if err != nil && c.err == nil {
 		c.err = err

@@ -10,9 +10,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -36,18 +38,21 @@ type DB struct {
 	exportTimeout    time.Duration
 	metrics          *poolMetrics
 	reach            *reachability
+	// session is what every statement's transaction starts with behind a transaction pooler
+	// (DATABASE__TRANSACTION_POOLING); empty when the session settings travel at connect.
+	session   sessionSettings
+	endpoints []config.Endpoint
 }
 
 // Open builds the pool. It does not wait for the database: the service starts, and healthz
 // reports 503, while the database is down. The pool's statistics, the waits for a connection and
-// the repositories' operations are measured on mp. Every session runs with
+// the repositories' operations are measured on mp. Every statement runs with
 // LIMITS__STATEMENT_TIMEOUT as its statement_timeout.
 func Open(d config.Database, limits config.Limits, log *slog.Logger, mp metric.MeterProvider) (*DB, func(), error) {
-	pc, err := PoolConfig(d)
+	pc, err := PoolConfig(d, limits)
 	if err != nil {
 		return nil, nil, err
 	}
-	pc.ConnConfig.RuntimeParams["statement_timeout"] = milliseconds(limits.StatementTimeout.Duration())
 	pool, err := pgxpool.NewWithConfig(context.Background(), pc)
 	if err != nil {
 		return nil, nil, fmt.Errorf("database pool: %w", err)
@@ -57,13 +62,24 @@ func Open(d config.Database, limits config.Limits, log *slog.Logger, mp metric.M
 		pool.Close()
 		return nil, nil, err
 	}
+	eps := d.Endpoints()
+	hosts := make([]string, len(eps))
+	for i, e := range eps {
+		hosts[i] = e.String()
+	}
 	log.Info("database pool ready",
-		"host", d.Host, "port", int(d.Port), "database", d.Name, "user", d.Username, "schema", d.Schema,
+		"hosts", strings.Join(hosts, ","), "target_session_attrs", string(d.TargetSessionAttrs),
+		"load_balance_hosts", string(d.LoadBalanceHosts), "transaction_pooling", bool(d.TransactionPooling),
+		"database", d.Name, "user", d.Username, "schema", d.Schema,
 		"tls", tlsMode(d), "pool_size", int(d.PoolSize), "max_overflow", int(d.MaxOverflow),
 		"statement_timeout", limits.StatementTimeout.Duration().String())
-	reach := newReachability(pool, log)
+	reach := newReachability(pool, log, len(eps))
 	db := &DB{pool: pool, poolTimeout: d.PoolTimeout.Duration(), metrics: m, reach: reach,
-		statementTimeout: limits.StatementTimeout.Duration(), exportTimeout: limits.ExportTimeout.Duration()}
+		statementTimeout: limits.StatementTimeout.Duration(), exportTimeout: limits.ExportTimeout.Duration(),
+		endpoints: eps}
+	if d.TransactionPooling {
+		db.session = newSessionSettings(d.Schema, limits.StatementTimeout.Duration())
+	}
 	return db, func() { reach.close(); pool.Close() }, nil
 }
 
@@ -73,9 +89,27 @@ func milliseconds(d time.Duration) string {
 	return strconv.FormatInt(max(1, d.Milliseconds()), 10)
 }
 
+// Connect timeouts for one attempt at one host. With several hosts it is shorter: a host that
+// accepts TCP but never answers (a hung server, a black-holed address) holds each new
+// connection that long before the next host is tried, and the contract gives 5 s to move on.
+const (
+	connectTimeout        = 10 * time.Second
+	connectTimeoutPerHost = 4 * time.Second
+)
+
 // PoolConfig translates the settings into a pgxpool configuration. The password is set as a
 // field, never pasted into a connection string, so any character in it works.
-func PoolConfig(d config.Database) (*pgxpool.Config, error) {
+//
+// Several hosts become pgconn's Fallbacks, each with its own TLS configuration (the certificate
+// must name the host actually dialled); DATABASE__TARGET_SESSION_ATTRS becomes pgconn's
+// ValidateConnect (libpq's checks, as pgx implements them) and DATABASE__LOAD_BALANCE_HOSTS=random
+// a shuffle of the hosts before each new connection (pgx has no load_balance_hosts).
+//
+// The session settings (search_path, statement_timeout, read-only transactions, DateStyle)
+// are startup parameters of every connection; behind a transaction pooler only those the pooler
+// keeps for each client (DateStyle, application_name) are, and the others start every
+// transaction instead (see sessionSettings).
+func PoolConfig(d config.Database, limits config.Limits) (*pgxpool.Config, error) {
 	// An empty connection string still reads PG* environment variables; the fields set below
 	// override everything that matters.
 	pc, err := pgxpool.ParseConfig("")
@@ -83,23 +117,49 @@ func PoolConfig(d config.Database) (*pgxpool.Config, error) {
 		return nil, fmt.Errorf("database config: %w", err)
 	}
 	cc := pc.ConnConfig
-	cc.Host = d.Host
-	cc.Port = uint16(d.Port)
+	eps := d.Endpoints()
+	if len(eps) == 0 {
+		return nil, errors.New("database config: no host")
+	}
+	baseTLS, err := TLSConfig(d)
+	if err != nil {
+		return nil, err
+	}
+	cc.Host, cc.Port, cc.TLSConfig = eps[0].Host, uint16(eps[0].Port), hostTLS(baseTLS, eps[0].Host)
+	cc.Fallbacks = nil
+	for _, e := range eps[1:] {
+		cc.Fallbacks = append(cc.Fallbacks, &pgconn.FallbackConfig{Host: e.Host, Port: uint16(e.Port), TLSConfig: hostTLS(baseTLS, e.Host)})
+	}
 	cc.Database = d.Name
 	cc.User = d.Username
 	cc.Password = d.Password.Reveal()
-	cc.Fallbacks = nil
-	cc.ConnectTimeout = 10 * time.Second
-	if cc.RuntimeParams == nil {
-		cc.RuntimeParams = map[string]string{}
+	cc.ConnectTimeout = connectTimeout
+	if len(eps) > 1 {
+		cc.ConnectTimeout = connectTimeoutPerHost
 	}
-	cc.RuntimeParams["search_path"] = pgx.Identifier{d.Schema}.Sanitize()
+	cc.ValidateConnect = validateConnect(d.TargetSessionAttrs)
+	if d.LoadBalanceHosts == config.LoadBalanceRandom && len(eps) > 1 {
+		pc.BeforeConnect = func(_ context.Context, cc *pgx.ConnConfig) error {
+			shuffleHosts(&cc.Config)
+			return nil
+		}
+	}
+	if d.TargetSessionAttrs == config.TargetPreferStandby && len(eps) > 1 {
+		pc.AfterConnect, pc.AfterRelease = markFallback, keepUnlessStaleFallback
+	}
+	// Runtime parameters from PG* variables (PGOPTIONS, PGAPPNAME) are dropped: a pooler would
+	// refuse them, and the service's own settings are the ones that must hold.
+	cc.RuntimeParams = map[string]string{}
 	cc.RuntimeParams["application_name"] = "emsquery"
 	// Values leave the database as ::text and come back as filter values: their text form must
 	// not depend on the server's or role's DateStyle.
 	cc.RuntimeParams["DateStyle"] = "ISO, YMD"
-	// Nothing the service does should ever write; make the database refuse if it tried.
-	cc.RuntimeParams["default_transaction_read_only"] = "on"
+	if !d.TransactionPooling {
+		cc.RuntimeParams["search_path"] = pgx.Identifier{d.Schema}.Sanitize()
+		// Nothing the service does should ever write; make the database refuse if it tried.
+		cc.RuntimeParams["default_transaction_read_only"] = "on"
+		cc.RuntimeParams["statement_timeout"] = milliseconds(limits.StatementTimeout.Duration())
+	}
 	// Every statement is sent as an unnamed prepared statement (parse, bind and execute in one
 	// round trip; pgx caches only the result description). PostgreSQL then plans each execution
 	// with its values: a date range of one month and one of ten years get different plans. The
@@ -108,11 +168,6 @@ func PoolConfig(d config.Database) (*pgxpool.Config, error) {
 	// twice as slow. Unnamed statements also live only within one message, so they work through
 	// PgBouncer's transaction pooling, which cannot keep named ones.
 	cc.DefaultQueryExecMode = pgx.QueryExecModeCacheDescribe
-	tlsConfig, err := TLSConfig(d)
-	if err != nil {
-		return nil, err
-	}
-	cc.TLSConfig = tlsConfig
 
 	pc.MinConns = int32(d.PoolSize)
 	pc.MaxConns = int32(d.PoolSize + d.MaxOverflow)
@@ -124,8 +179,66 @@ func PoolConfig(d config.Database) (*pgxpool.Config, error) {
 	return pc, nil
 }
 
+// validateConnect is libpq's target_session_attrs check, pgx's implementation of it. As with
+// libpq, read-only accepts a session that is read-only by default, and the service's own
+// sessions are (default_transaction_read_only), so it accepts every host; behind a transaction
+// pooler that setting travels with each transaction instead, so there read-only accepts the
+// hosts that are read-only by themselves. standby and prefer-standby ask the server whether it
+// is in recovery.
+func validateConnect(t config.TargetSessionAttrs) pgconn.ValidateConnectFunc {
+	switch t {
+	case config.TargetReadOnly:
+		return pgconn.ValidateConnectTargetSessionAttrsReadOnly
+	case config.TargetPrimary:
+		return pgconn.ValidateConnectTargetSessionAttrsPrimary
+	case config.TargetStandby:
+		return pgconn.ValidateConnectTargetSessionAttrsStandby
+	case config.TargetPreferStandby:
+		return pgconn.ValidateConnectTargetSessionAttrsPreferStandby
+	default:
+		return nil
+	}
+}
+
+// fallbackRetry is how long a connection that prefer-standby had to make to a primary (no
+// standby answered) is kept before it is closed, so that its replacement tries the standbys
+// again: a standby that comes back takes the reads back within about this time, instead of
+// after DATABASE__POOL_RECYCLE.
+const fallbackRetry = 10 * time.Second
+
+// fallbackSince is the CustomData key of the time a fallback connection was made.
+const fallbackSince = "emsquery.fallback_since"
+
+// markFallback notes a connection to a server that is not a hot standby. The server says so
+// at connect time (in_hot_standby, reported by PostgreSQL 14 and later), so this costs no round
+// trip; without it, nothing is marked.
+func markFallback(_ context.Context, conn *pgx.Conn) error {
+	if conn.PgConn().ParameterStatus("in_hot_standby") == "off" {
+		conn.PgConn().CustomData()[fallbackSince] = time.Now()
+	}
+	return nil
+}
+
+// keepUnlessStaleFallback is the pool's AfterRelease: false closes a fallback connection older
+// than fallbackRetry.
+func keepUnlessStaleFallback(conn *pgx.Conn) bool {
+	since, ok := conn.PgConn().CustomData()[fallbackSince].(time.Time)
+	return !ok || time.Since(since) < fallbackRetry
+}
+
+// shuffleHosts puts the host and its fallbacks in a random order, as libpq's
+// load_balance_hosts=random does before each connection: pgconn then tries them in that order.
+// cc is the pool's copy for one new connection.
+func shuffleHosts(cc *pgconn.Config) {
+	all := append([]*pgconn.FallbackConfig{{Host: cc.Host, Port: cc.Port, TLSConfig: cc.TLSConfig}}, cc.Fallbacks...)
+	rand.Shuffle(len(all), func(i, j int) { all[i], all[j] = all[j], all[i] })
+	cc.Host, cc.Port, cc.TLSConfig = all[0].Host, all[0].Port, all[0].TLSConfig
+	cc.Fallbacks = all[1:]
+}
+
 // TLSConfig returns the TLS configuration for the DATABASE__ENCRYPT and
-// DATABASE__TRUST_SERVER_CERTIFICATE settings; nil means no TLS.
+// DATABASE__TRUST_SERVER_CERTIFICATE settings, without a server name (see hostTLS); nil means
+// no TLS.
 func TLSConfig(d config.Database) (*tls.Config, error) {
 	if !d.Encrypt {
 		return nil, nil
@@ -134,7 +247,7 @@ func TLSConfig(d config.Database) (*tls.Config, error) {
 		// The settings ask for encryption without checking who is at the other end.
 		return &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS12}, nil //nolint:gosec
 	}
-	tc := &tls.Config{ServerName: d.Host, MinVersion: tls.VersionTLS12}
+	tc := &tls.Config{MinVersion: tls.VersionTLS12}
 	if d.SSLRootCert != "" {
 		pem, err := os.ReadFile(d.SSLRootCert)
 		if err != nil {
@@ -147,6 +260,19 @@ func TLSConfig(d config.Database) (*tls.Config, error) {
 		tc.RootCAs = roots
 	}
 	return tc, nil
+}
+
+// hostTLS is base for one host: the certificate is verified against that host's name. A Unix
+// socket (an absolute path) has no TLS, as with libpq.
+func hostTLS(base *tls.Config, host string) *tls.Config {
+	if base == nil || strings.HasPrefix(host, "/") {
+		return nil
+	}
+	tc := base.Clone()
+	if !tc.InsecureSkipVerify {
+		tc.ServerName = host
+	}
+	return tc
 }
 
 func tlsMode(d config.Database) string {

@@ -33,7 +33,7 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 func testConfig(host string, port int, name, password string) *config.Config {
 	return &config.Config{
 		Database: config.Database{
-			Host: host, Port: config.Port(port), Name: name, Username: "postgres", Password: config.Secret(password),
+			Hosts: config.Hosts{host}, Ports: config.Ports{config.Port(port)}, Name: name, Username: "postgres", Password: config.Secret(password),
 			Schema: "public", PoolSize: 1, MaxOverflow: 0,
 			PoolTimeout: config.Seconds(30 * time.Second), PoolRecycle: config.Seconds(30 * time.Minute),
 		},
@@ -316,7 +316,7 @@ func TestFailFastWhileUnreachable(t *testing.T) {
 	t.Parallel()
 	cfg, c, _ := clusterConfig(t)
 	proxy := newSwitchProxy(t, net.JoinHostPort(c.Host(), fmt.Sprint(c.Port())))
-	cfg.Database.Port = config.Port(proxy.port())
+	cfg.Database.Ports = config.Ports{config.Port(proxy.port())}
 	cfg.Database.PoolTimeout = config.Seconds(2 * time.Second)
 	db, logs := open(t, cfg)
 	ctx := context.Background()

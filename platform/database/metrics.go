@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -51,12 +51,23 @@ type poolMetrics struct {
 
 type opKey struct{ op, errType string }
 
+// poolName is host:port/database, with every host:port of a list, comma separated.
+func poolName(d config.Database) string {
+	var b strings.Builder
+	for i, e := range d.Endpoints() {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(e.String())
+	}
+	return b.String() + "/" + d.Name
+}
+
 // newPoolMetrics creates the instruments on mp and registers the callback that reads the
 // pool's statistics at each collection.
 func newPoolMetrics(mp metric.MeterProvider, d config.Database, pool *pgxpool.Pool) (*poolMetrics, error) {
 	meter := mp.Meter(meterName)
-	poolName := attribute.String("db.client.connection.pool.name",
-		d.Host+":"+strconv.Itoa(int(d.Port))+"/"+d.Name)
+	poolName := attribute.String("db.client.connection.pool.name", poolName(d))
 	m := &poolMetrics{
 		base: []attribute.KeyValue{
 			attribute.String("db.system.name", "postgresql"),

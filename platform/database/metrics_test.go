@@ -19,7 +19,7 @@ import (
 func TestMetricsAllocateNothing(t *testing.T) {
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
 	defer func() { _ = mp.Shutdown(context.Background()) }()
-	m, err := newPoolMetrics(mp, config.Database{Host: "db", Port: 5432, Name: "analytics"}, nil)
+	m, err := newPoolMetrics(mp, config.Database{Hosts: config.Hosts{"db"}, Ports: config.Ports{5432}, Name: "analytics"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

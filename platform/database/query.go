@@ -2,10 +2,14 @@ package database
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"net"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -20,35 +24,119 @@ import (
 // opPing is the health check's operation.
 const opPing = "ping"
 
+// querier is what a statement runs on: a pooled connection, or the transaction that carries
+// the session settings behind a transaction pooler.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// maxAttempts bounds how often run tries a statement whose connection turned out to be dead.
+const maxAttempts = 3
+
 // run acquires a connection (see acquire), runs fn on it as operation op and releases it. The
 // operation's duration, from sending the statement to the last row read, is recorded with its
 // outcome; its error comes back classified (see classify) and wrapped with op.
-func (db *DB) run(ctx context.Context, op string, fn func(*pgxpool.Conn) error) error {
-	conn, err := db.acquire(ctx)
-	if err != nil {
-		return fmt.Errorf("%s: %w", op, err)
+//
+// A connection can be dead before the statement is sent: its server was stopped or restarted,
+// or failed over, while the connection sat idle in the pool. Every statement of the service
+// only reads, so when the connection turns out dead and nothing has been handed to the caller
+// yet (delivered is nil or says false), run drops the pool's idle connections to that server
+// and runs the statement again on another connection, up to maxAttempts in all: a host that
+// fails costs only the requests whose rows were already on their way.
+func (db *DB) run(ctx context.Context, op string, fn func(querier) error, delivered func() bool) error {
+	for attempt := 1; ; attempt++ {
+		conn, err := db.acquire(ctx)
+		if err != nil {
+			return fmt.Errorf("%s: %w", op, err)
+		}
+		start := time.Now()
+		err = db.inTransaction(ctx, conn, fn)
+		if err != nil && attempt < maxAttempts && ctx.Err() == nil && connectionLost(err) && (delivered == nil || !delivered()) {
+			addr := remoteAddr(conn)
+			conn.Release()
+			db.dropIdle(ctx, addr)
+			continue
+		}
+		conn.Release()
+		db.metrics.operation(ctx, op, start, err)
+		if err != nil {
+			return fmt.Errorf("%s: %w", op, db.classify(ctx, err))
+		}
+		return nil
 	}
-	defer conn.Release()
-	start := time.Now()
-	err = fn(conn)
-	db.metrics.operation(ctx, op, start, err)
-	if err != nil {
-		return fmt.Errorf("%s: %w", op, db.classify(ctx, err))
+}
+
+// inTransaction runs fn on conn, within a transaction that starts with the session settings
+// when the pool leads to a transaction pooler (see sessionSettings).
+func (db *DB) inTransaction(ctx context.Context, conn *pgxpool.Conn, fn func(querier) error) error {
+	if !db.session.perTransaction() {
+		return fn(conn)
 	}
-	return nil
+	tx, err := conn.BeginTx(ctx, pgx.TxOptions{BeginQuery: db.session.begin})
+	if err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		// A rollback that fails closes the connection, which the pool then drops.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		defer cancel()
+		_ = tx.Rollback(rctx)
+		return err
+	}
+	return tx.Commit(ctx)
+}
+
+// connectionLost says whether err shows that the connection itself is gone: the server ended
+// the session (shutdown, crash) or the socket closed.
+func connectionLost(err error) bool {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case "57P01", "57P02", "57P03": // admin shutdown, crash shutdown, cannot connect now
+			return true
+		}
+		return len(pgErr.Code) == 5 && pgErr.Code[:2] == "08" // connection exception
+	}
+	return pgconn.SafeToRetry(err) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, net.ErrClosed)
+}
+
+// remoteAddr is the server address of conn, "" when unknown.
+func remoteAddr(conn *pgxpool.Conn) string {
+	if nc := conn.Conn().PgConn().Conn(); nc != nil && nc.RemoteAddr() != nil {
+		return nc.RemoteAddr().String()
+	}
+	return ""
+}
+
+// dropIdle closes the pool's idle connections to addr, whose server was just found gone: they
+// died with it, and the next requests would only find that out one by one.
+func (db *DB) dropIdle(ctx context.Context, addr string) {
+	if addr == "" {
+		return
+	}
+	for _, c := range db.pool.AcquireAllIdle(ctx) {
+		if remoteAddr(c) == addr {
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 100*time.Millisecond)
+			_ = c.Conn().Close(cctx)
+			cancel()
+		}
+		c.Release()
+	}
 }
 
 // Collect runs query q with args and scans every row with scan.
 func Collect[T any](ctx context.Context, db *DB, op, q string, args []any, scan pgx.RowToFunc[T]) ([]T, error) {
 	var out []T
-	err := db.run(ctx, op, func(conn *pgxpool.Conn) error {
+	err := db.run(ctx, op, func(conn querier) error {
 		rows, err := conn.Query(ctx, q, args...)
 		if err != nil {
 			return err
 		}
 		out, err = pgx.CollectRows(rows, scan)
 		return err
-	})
+	}, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -58,23 +146,27 @@ func Collect[T any](ctx context.Context, db *DB, op, q string, args []any, scan 
 // QueryRow runs query q with args, which returns one row, and scans it into dest. No row is
 // pgx.ErrNoRows.
 func (db *DB) QueryRow(ctx context.Context, op, q string, args []any, dest ...any) error {
-	return db.run(ctx, op, func(conn *pgxpool.Conn) error {
+	return db.run(ctx, op, func(conn querier) error {
 		return conn.QueryRow(ctx, q, args...).Scan(dest...)
-	})
+	}, nil)
 }
 
 // ForEachRow runs query q with args and, for each row, scans it into dest and calls fn: for
 // rows that are handled one at a time, without a slice of them all (fn's error ends the query
 // and comes back, classified and wrapped with op like the database's).
 func (db *DB) ForEachRow(ctx context.Context, op, q string, args []any, dest []any, fn func() error) error {
-	return db.run(ctx, op, func(conn *pgxpool.Conn) error {
+	called := false
+	return db.run(ctx, op, func(conn querier) error {
 		rows, err := conn.Query(ctx, q, args...)
 		if err != nil {
 			return err
 		}
-		_, err = pgx.ForEachRow(rows, dest, fn)
+		_, err = pgx.ForEachRow(rows, dest, func() error {
+			called = true
+			return fn()
+		})
 		return err
-	})
+	}, func() bool { return called })
 }
 
 // Ping runs SELECT 1 on a pooled connection.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -54,9 +55,16 @@ type reachability struct {
 	probes  sync.WaitGroup
 }
 
-func newReachability(pool *pgxpool.Pool, log *slog.Logger) *reachability {
+// newReachability watches pool, whose connections go to one of hosts hosts. A probe tries them
+// all, in order, as the pool does: the database counts as down only when none of them answers,
+// and the probe has time for each host to hang for its whole connect timeout.
+func newReachability(pool *pgxpool.Pool, log *slog.Logger, hosts int) *reachability {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &reachability{pool: pool, log: log, interval: probeInterval, timeout: probeTimeout, ctx: ctx, cancel: cancel}
+	timeout := probeTimeout
+	if hosts > 1 {
+		timeout = time.Duration(hosts) * connectTimeoutPerHost
+	}
+	return &reachability{pool: pool, log: log, interval: probeInterval, timeout: timeout, ctx: ctx, cancel: cancel}
 }
 
 // failFast says whether a request should be refused without waiting: the database is down and
@@ -86,8 +94,21 @@ func (r *reachability) markDown(err error) {
 	}
 	r.down.Store(true)
 	r.since = time.Now()
-	r.log.Warn("database unreachable: requests fail at once with SERVICE_UNAVAILABLE until it answers again",
-		"error", err.Error(), "probe_interval", r.interval.String())
+	attrs := []any{"error", err.Error(), "probe_interval", r.interval.String()}
+	if hint := poolerHint(err); hint != "" {
+		attrs = append(attrs, "hint", hint)
+	}
+	r.log.Warn("database unreachable: requests fail at once with SERVICE_UNAVAILABLE until it answers again", attrs...)
+}
+
+// poolerHint explains a refusal that comes from PgBouncer rather than from PostgreSQL: it
+// refuses the startup parameters it does not keep for each client, which the service sends
+// unless told that it talks to a transaction pooler.
+func poolerHint(err error) string {
+	if strings.Contains(err.Error(), "unsupported startup parameter") {
+		return "the host looks like PgBouncer, which refuses the session settings sent at connect; set DATABASE__TRANSACTION_POOLING=yes"
+	}
+	return ""
 }
 
 // succeeded notes a connection that works: the outage, if any, is over.

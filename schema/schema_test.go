@@ -1,0 +1,112 @@
+package schema_test
+
+import (
+	"context"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/emsanalytics/emsquery/internal/pgtest"
+	"github.com/emsanalytics/emsquery/schema"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// database returns a connection to a fresh, empty database with layout applied (twice: the
+// files are idempotent).
+func database(t *testing.T, layout schema.Layout) *pgx.Conn {
+	t.Helper()
+	c := pgtest.Shared(t)
+	ctx := context.Background()
+	name := pgtest.NewDatabaseWith(t, c, "")
+	for i := 0; i < 2; i++ {
+		if err := c.Exec(ctx, name, layout.DDL()); err != nil {
+			t.Fatalf("%s DDL, run %d: %v", layout, i+1, err)
+		}
+	}
+	cfg, err := c.ConnConfig(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return conn
+}
+
+func strings(t *testing.T, conn *pgx.Conn, q string, args ...any) []string {
+	t.Helper()
+	rows, err := conn.Query(context.Background(), q, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// The service sees the same tables, columns and types on both layouts, and the same indexes
+// (on the partitioned layout, declared on fact_record and present on each partition).
+func TestLayoutsHaveTheSameTables(t *testing.T) {
+	t.Parallel()
+	plain, part := database(t, schema.Plain), database(t, schema.Partitioned)
+	const columns = `SELECT table_name || '.' || column_name || ' ' || data_type || coalesce('(' || numeric_precision || ',' || numeric_scale || ')', '') || ' ' || is_nullable
+		FROM information_schema.columns
+		WHERE table_schema = 'public' AND table_name IN ('dim_station', 'dim_resource', 'dim_patient', 'fact_record', 'fact_oxygen')
+		ORDER BY table_name, ordinal_position`
+	if p, q := strings(t, plain, columns), strings(t, part, columns); !reflect.DeepEqual(p, q) {
+		t.Errorf("columns differ:\nplain       %q\npartitioned %q", p, q)
+	}
+	// Index names and their column lists, primary keys aside (the partitioned one holds
+	// occurred_at too).
+	const indexes = `SELECT c.relname || ' ' || pg_get_indexdef(i.indexrelid, 1, true) || coalesce(',' || pg_get_indexdef(i.indexrelid, 2, true), '')
+		FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+		WHERE i.indrelid = ANY ($1::regclass[]) AND NOT i.indisprimary ORDER BY 1`
+	tables := []string{"dim_station", "dim_resource", "dim_patient", "fact_record", "fact_oxygen"}
+	if p, q := strings(t, plain, indexes, tables), strings(t, part, indexes, tables); !reflect.DeepEqual(p, q) {
+		t.Errorf("indexes differ:\nplain       %q\npartitioned %q", p, q)
+	}
+	if kind := strings(t, part, "SELECT relkind::text FROM pg_class WHERE oid = 'fact_record'::regclass"); kind[0] != "p" {
+		t.Errorf("fact_record relkind %s, want p (partitioned)", kind[0])
+	}
+}
+
+func TestCreateFactRecordMonths(t *testing.T) {
+	t.Parallel()
+	conn := database(t, schema.Partitioned)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// Rows before their month exists wait in the default partition.
+	if _, err := conn.Exec(ctx, `INSERT INTO fact_record (record_id, occurred_at) VALUES (1, '2024-02-29 23:59:59'), (2, '2024-03-01'), (3, '2024-04-01')`); err != nil {
+		t.Fatal(err)
+	}
+	var made int
+	if err := conn.QueryRow(ctx, "SELECT create_fact_record_months('2024-02-10', '2024-03-31')").Scan(&made); err != nil || made != 2 {
+		t.Fatalf("made %d partitions (%v), want 2", made, err)
+	}
+	if err := conn.QueryRow(ctx, "SELECT create_fact_record_months('2024-02-01', '2024-03-01')").Scan(&made); err != nil || made != 0 {
+		t.Fatalf("again: made %d partitions (%v), want 0", made, err)
+	}
+	got := strings(t, conn, `SELECT tableoid::regclass::text || ' ' || record_id FROM fact_record ORDER BY record_id`)
+	want := []string{"fact_record_y2024m02 1", "fact_record_y2024m03 2", "fact_record_default 3"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("rows in %q, want %q", got, want)
+	}
+	// Every partition has every index of fact_record.
+	missing := strings(t, conn, `
+		SELECT p.relid::regclass::text || ' lacks ' || pi.indexrelid::regclass::text
+		FROM pg_partition_tree('fact_record') p
+		CROSS JOIN pg_index pi
+		WHERE p.isleaf AND pi.indrelid = 'fact_record'::regclass
+		  AND NOT EXISTS (SELECT 1 FROM pg_inherits h JOIN pg_index ci ON ci.indexrelid = h.inhrelid
+		                  WHERE h.inhparent = pi.indexrelid AND ci.indrelid = p.relid)`)
+	if len(missing) > 0 {
+		t.Errorf("indexes missing on partitions: %q", missing)
+	}
+}
