@@ -18,7 +18,7 @@ func setenv(t *testing.T, vars map[string]string) {
 	t.Helper()
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
-		for _, p := range []string{"APP__", "DATABASE__", "SECURITY__", "AUTHENTICATION__", "LOG__", "OTEL_METRICS_EXPORTER", "OTEL_EXPORTER_PROMETHEUS_", "LIMITS__"} {
+		for _, p := range []string{"APP__", "DATABASE__", "SECURITY__", "AUTHENTICATION__", "LOG__", "OTEL_METRICS_EXPORTER", "OTEL_EXPORTER_PROMETHEUS_", "LIMITS__", "CACHE__"} {
 			if strings.HasPrefix(k, p) {
 				t.Setenv(k, "")
 				os.Unsetenv(k)
@@ -207,6 +207,10 @@ func TestBadValuesNameTheirVariable(t *testing.T) {
 		{"LIMITS__MAX_PAGE_SIZE", "0"},
 		{"LIMITS__STATEMENT_TIMEOUT", "-1"},
 		{"LIMITS__REQUEST_TIMEOUT", "1m"},
+		{"CACHE__ENABLED", "often"},
+		{"CACHE__MAX_STALENESS", "0"},
+		{"CACHE__MAX_BYTES", "64MiB"},
+		{"CACHE__NOTIFY_CHANNEL", "ETL-done"},
 	}
 	for _, c := range cases {
 		t.Run(c.name+"="+c.value, func(t *testing.T) {
