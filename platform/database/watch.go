@@ -29,7 +29,8 @@ type Watcher interface {
 	// Lost: the connection failed or broke. Until the next Version the data may have changed
 	// unseen, and notifications sent meanwhile are lost.
 	Lost(err error)
-	// Unlistened: the server refused LISTEN (a hot standby cannot listen); polling goes on.
+	// Unlistened: the server refused LISTEN (a hot standby cannot listen); polling goes on,
+	// and LISTEN is tried again when the connection is replaced.
 	Unlistened(err error)
 }
 
@@ -76,7 +77,8 @@ func (db *DB) watchOnce(ctx context.Context, channel string, interval time.Durat
 		switch {
 		case err == nil:
 			listening = true
-		case errors.As(err, &pgErr) && pgErr.Code == "25006": // read_only_sql_transaction: in recovery
+		case errors.As(err, &pgErr):
+			// Refused (a hot standby cannot listen): the connection is fine for polling.
 			w.Unlistened(err)
 		default:
 			return fmt.Errorf("listen: %w", err)
