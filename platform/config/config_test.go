@@ -246,3 +246,30 @@ func TestSecretsAreNotPrinted(t *testing.T) {
 		t.Errorf("secret printed: %s", b.String())
 	}
 }
+
+func TestCacheSettings(t *testing.T) {
+	setenv(t, map[string]string{
+		"AUTHENTICATION__API_KEY": "k", "CACHE__ENABLED": "no", "CACHE__MAX_STALENESS": "0.5",
+		"CACHE__MAX_BYTES": "1048576", "CACHE__NOTIFY_CHANNEL": "",
+	})
+	cfg, err := config.Load("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := config.Cache{Enabled: false, MaxStaleness: config.Seconds(500 * time.Millisecond), MaxBytes: 1 << 20, NotifyChannel: ""}
+	if cfg.Cache != want {
+		t.Errorf("cache settings %+v, want %+v (an empty channel means no LISTEN)", cfg.Cache, want)
+	}
+	for _, ok := range []string{"etl_done", "_x1", "load$2"} {
+		var c config.Channel
+		if err := c.SetValue(ok); err != nil || string(c) != ok {
+			t.Errorf("channel %q: %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"1etl", "ETL", "etl-done", "etl done", strings.Repeat("x", 64)} {
+		var c config.Channel
+		if err := c.SetValue(bad); err == nil {
+			t.Errorf("channel %q accepted", bad)
+		}
+	}
+}
