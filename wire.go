@@ -10,6 +10,7 @@ import (
 	"github.com/emsanalytics/emsquery/modules/reports"
 	"github.com/emsanalytics/emsquery/modules/resources"
 	"github.com/emsanalytics/emsquery/modules/stats"
+	"github.com/emsanalytics/emsquery/platform/answercache"
 	"github.com/emsanalytics/emsquery/platform/auth"
 	"github.com/emsanalytics/emsquery/platform/config"
 	"github.com/emsanalytics/emsquery/platform/database"
@@ -19,14 +20,16 @@ import (
 )
 
 // initService assembles the service from the settings. The cleanup closes, in reverse order,
-// what the providers opened (pool, metrics: scrape endpoint and final flush, log file).
+// what the providers opened (cache watch, pool, metrics: scrape endpoint and final flush, log
+// file).
 func initService(cfg *config.Config, svc metrics.Service) (*app.Server, func(), error) {
 	wire.Build(
 		// Each provider takes the part of the settings it uses.
-		wire.FieldsOf(new(*config.Config), "App", "Database", "Security", "Authentication", "Log", "Metrics", "Limits"),
+		wire.FieldsOf(new(*config.Config), "App", "Database", "Security", "Authentication", "Log", "Metrics", "Limits", "Cache"),
 		logging.New,
 		metrics.New,
 		database.Open,
+		answercache.New,
 		auth.NewChecker,
 		keyset.NewMaxPage,
 		stats.ProviderSet,

@@ -15,6 +15,7 @@ import (
 	"github.com/emsanalytics/emsquery/modules/reports"
 	"github.com/emsanalytics/emsquery/modules/resources"
 	"github.com/emsanalytics/emsquery/modules/stats"
+	"github.com/emsanalytics/emsquery/platform/answercache"
 	"github.com/emsanalytics/emsquery/platform/auth"
 	"github.com/emsanalytics/emsquery/platform/config"
 	"github.com/emsanalytics/emsquery/platform/database"
@@ -26,7 +27,8 @@ import (
 // Injectors from wire.go:
 
 // initService assembles the service from the settings. The cleanup closes, in reverse order,
-// what the providers opened (pool, metrics: scrape endpoint and final flush, log file).
+// what the providers opened (cache watch, pool, metrics: scrape endpoint and final flush, log
+// file).
 func initService(cfg *config.Config, svc metrics.Service) (*app.Server, func(), error) {
 	configApp := cfg.App
 	limits := cfg.Limits
@@ -81,10 +83,19 @@ func initService(cfg *config.Config, svc metrics.Service) (*app.Server, func(), 
 		Serve:   gqlserveSchema,
 		Lookups: gqllookupsSchema,
 	}
-	exporter, cleanup4 := reports.NewExporter(db, logger, statsLimits)
+	cache := cfg.Cache
+	answercacheCache, cleanup4, err := answercache.New(cache, db, logger, meterProvider)
+	if err != nil {
+		cleanup3()
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
+	exporter, cleanup5 := reports.NewExporter(db, logger, statsLimits)
 	exportHandler := reports.NewExportHandler(exporter, logger)
-	server := app.NewServer(configApp, limits, security, logger, db, checker, graphQLEndpoints, meterProvider, exportHandler)
+	server := app.NewServer(configApp, limits, security, logger, db, checker, graphQLEndpoints, answercacheCache, meterProvider, exportHandler)
 	return server, func() {
+		cleanup5()
 		cleanup4()
 		cleanup3()
 		cleanup2()

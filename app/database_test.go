@@ -135,8 +135,9 @@ func TestPoolTimeout(t *testing.T) {
 	t.Parallel()
 	db := servicetest.FixtureDB(t)
 	want := expectedCount(t, db)
+	// Two identical requests: without answers from memory, each needs a connection.
 	svc := servicetest.Start(t, db, map[string]string{
-		"DATABASE__POOL_SIZE": "1", "DATABASE__MAX_OVERFLOW": "0", "DATABASE__POOL_TIMEOUT": "1",
+		"DATABASE__POOL_SIZE": "1", "DATABASE__MAX_OVERFLOW": "0", "DATABASE__POOL_TIMEOUT": "1", "CACHE__ENABLED": "false",
 	})
 	wantJSON(t, svc, "/v1/healthz", http.StatusOK, map[string]string{"status": "ok", "database": "ok"})
 

@@ -142,7 +142,8 @@ func TestDatabaseRestartUnderLoad(t *testing.T) {
 	c := pgtest.New(t, pgtest.Options{})
 	db := servicetest.FixtureDBOn(t, c)
 	want := expectedCount(t, db)
-	svc := servicetest.Start(t, db, map[string]string{"DATABASE__POOL_SIZE": "4"})
+	// The same question again and again: without answers from memory, each reaches the database.
+	svc := servicetest.Start(t, db, map[string]string{"DATABASE__POOL_SIZE": "4", "CACHE__ENABLED": "false"})
 
 	load := startLoad(svc, 4, 2000, 40*time.Second, 10*time.Millisecond)
 	time.Sleep(time.Second)
@@ -452,7 +453,8 @@ func TestGracefulShutdownUnderLoad(t *testing.T) {
 	t.Parallel()
 	db := servicetest.FixtureDB(t)
 	want := expectedCount(t, db)
-	svc := servicetest.Start(t, db, map[string]string{"DATABASE__POOL_SIZE": "4"})
+	// Without answers from memory, so that every worker's request waits for the lock.
+	svc := servicetest.Start(t, db, map[string]string{"DATABASE__POOL_SIZE": "4", "CACHE__ENABLED": "false"})
 	load := startLoad(svc, 4, 1000, 20*time.Second, 5*time.Millisecond)
 	time.Sleep(time.Second)
 	release := lockFactRecord(t, db)

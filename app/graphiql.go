@@ -6,6 +6,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/gofiber/fiber/v2/middleware/adaptor"
 
+	"github.com/emsanalytics/emsquery/platform/answercache"
 	"github.com/emsanalytics/emsquery/platform/graphiql"
 	"github.com/emsanalytics/emsquery/platform/graphqlserver"
 )
@@ -19,7 +20,8 @@ func (s *Server) mountGraphiQLAssets() {
 
 // mountGraphQL serves one GraphQL endpoint: a browser's GET gets the GraphiQL page without a
 // key; every other request needs the key, and requests that are not GraphQL requests are
-// answered before gqlgen reads them (graphqlserver.CheckRequest).
+// answered before gqlgen reads them (graphqlserver.CheckRequest). Every GraphQL response has a
+// Cache-Status (answercache.Status marks those the cache never saw).
 func (s *Server) mountGraphQL(path, keyHeader string, srv fiber.Handler, gqlAuth fiber.Handler) {
 	prefix := string(s.cfg.RootPath)
 	page := adaptor.HTTPHandler(graphiql.Page{
@@ -34,7 +36,7 @@ func (s *Server) mountGraphQL(path, keyHeader string, srv fiber.Handler, gqlAuth
 		}
 		return c.Next()
 	})
-	s.fiber.All(path, gqlAuth, graphqlserver.CheckRequest, srv)
+	s.fiber.All(path, answercache.Status, gqlAuth, graphqlserver.CheckRequest, srv)
 }
 
 // wantsPage mirrors graphiql.WantsPage for a Fiber request: a browser's GET (text/html in

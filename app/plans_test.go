@@ -129,8 +129,9 @@ func genericPlanLines(lines []string) []string {
 func TestStatementsRunOnCustomPlans(t *testing.T) {
 	db := servicetest.FixtureDB(t)
 	plans := planLog(t, db)
-	// One connection, so that every execution of a statement is on the same session.
-	svc := servicetest.Start(t, db, map[string]string{"DATABASE__POOL_SIZE": "1", "DATABASE__MAX_OVERFLOW": "0"})
+	// One connection, so that every execution of a statement is on the same session; no answers
+	// from memory, so that every request runs its statement.
+	svc := servicetest.Start(t, db, map[string]string{"DATABASE__POOL_SIZE": "1", "DATABASE__MAX_OVERFLOW": "0", "CACHE__ENABLED": "false"})
 	runPlanQueries(t, svc, 8)
 
 	lines := plans()
@@ -146,7 +147,7 @@ func TestStatementsRunOnCustomPlans(t *testing.T) {
 func TestGenericPlansAreDetected(t *testing.T) {
 	db := servicetest.FixtureDB(t)
 	plans := planLog(t, db, "plan_cache_mode = force_generic_plan")
-	svc := servicetest.Start(t, db, map[string]string{"DATABASE__POOL_SIZE": "1", "DATABASE__MAX_OVERFLOW": "0"})
+	svc := servicetest.Start(t, db, map[string]string{"DATABASE__POOL_SIZE": "1", "DATABASE__MAX_OVERFLOW": "0", "CACHE__ENABLED": "false"})
 	runPlanQueries(t, svc, 1)
 	if g := genericPlanLines(plans()); len(g) == 0 {
 		t.Fatal("no generic plan seen with plan_cache_mode = force_generic_plan: the detector sees nothing")

@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/emsanalytics/emsquery/modules/reports"
+	"github.com/emsanalytics/emsquery/platform/answercache"
 	"github.com/emsanalytics/emsquery/platform/apierr"
 	"github.com/emsanalytics/emsquery/platform/auth"
 	"github.com/emsanalytics/emsquery/platform/config"
@@ -32,8 +33,9 @@ type Server struct {
 	metrics *serviceMetrics
 }
 
-// NewServer builds the Fiber app with every route of the service.
-func NewServer(cfg config.App, limits config.Limits, security config.Security, log *slog.Logger, db *database.DB, checker *auth.Checker, graphs GraphQLEndpoints, mp metric.MeterProvider, export reports.ExportHandler) *Server {
+// NewServer builds the Fiber app with every route of the service. cache keeps the GraphQL
+// endpoints' answers (nil: caching off).
+func NewServer(cfg config.App, limits config.Limits, security config.Security, log *slog.Logger, db *database.DB, checker *auth.Checker, graphs GraphQLEndpoints, cache *answercache.Cache, mp metric.MeterProvider, export reports.ExportHandler) *Server {
 	f := fiber.New(fiber.Config{
 		AppName:               "emsquery",
 		DisableStartupMessage: true,
@@ -46,7 +48,7 @@ func NewServer(cfg config.App, limits config.Limits, security config.Security, l
 	// next request on a connection that is about to close.
 	f.Server().CloseOnShutdown = true
 	s := &Server{fiber: f, cfg: cfg, log: log, metrics: newServiceMetrics(mp, log)}
-	s.routes(limits, security, db, checker, graphs, export)
+	s.routes(limits, security, db, checker, graphs, cache, export)
 	return s
 }
 

@@ -172,10 +172,10 @@ func capturedPool(ctx context.Context, db dbTarget, conns int) (*pgxpool.Pool, e
 	// The shipped defaults of the settings that reach the pool's configuration (a zero
 	// POOL_RECYCLE would make every connection expire at once).
 	pc, err := database.PoolConfig(config.Database{
-		Host: db.Host, Port: config.Port(db.Port), Name: db.Name, Username: db.User,
+		Hosts: config.Hosts{db.Host}, Ports: config.Ports{config.Port(db.Port)}, Name: db.Name, Username: db.User,
 		Password: config.Secret(db.Password), Schema: "public", Encrypt: false,
 		PoolSize: 10, MaxOverflow: 20, PoolTimeout: config.Seconds(30 * time.Second), PoolRecycle: config.Seconds(1800 * time.Second),
-	})
+	}, config.Limits{StatementTimeout: config.Seconds(30 * time.Second)})
 	if err != nil {
 		return nil, err
 	}

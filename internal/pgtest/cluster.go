@@ -96,18 +96,9 @@ func Start(opts Options) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	var dir string
-	for _, parent := range tempParents(cred) {
-		if dir, err = os.MkdirTemp(parent, "pgtest-"); err == nil {
-			break
-		}
-	}
+	dir, err := clusterDir(cred)
 	if err != nil {
 		return nil, err
-	}
-	// The watchdog compares the server's working directory with this path; use the real one.
-	if real, err := filepath.EvalSymlinks(dir); err == nil {
-		dir = real
 	}
 	c := &Cluster{opts: opts, bindir: bindir, cred: cred, dir: dir}
 	track(c, true)
@@ -115,6 +106,25 @@ func Start(opts Options) (*Cluster, error) {
 		return nil, errors.Join(err, c.Destroy())
 	}
 	return c, nil
+}
+
+// clusterDir makes a new cluster directory.
+func clusterDir(cred *syscall.Credential) (string, error) {
+	var dir string
+	var err error
+	for _, parent := range tempParents(cred) {
+		if dir, err = os.MkdirTemp(parent, "pgtest-"); err == nil {
+			break
+		}
+	}
+	if err != nil {
+		return "", err
+	}
+	// The watchdog compares the server's working directory with this path; use the real one.
+	if real, err := filepath.EvalSymlinks(dir); err == nil {
+		dir = real
+	}
+	return dir, nil
 }
 
 func (c *Cluster) setup() error {

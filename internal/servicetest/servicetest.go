@@ -157,7 +157,7 @@ type Service struct {
 
 // settingPrefixes are the variable families of the service; the test's own environment never
 // leaks them into the child.
-var settingPrefixes = []string{"APP__", "DATABASE__", "SECURITY__", "AUTHENTICATION__", "LOG__", "OTEL_", "LIMITS__"}
+var settingPrefixes = []string{"APP__", "DATABASE__", "SECURITY__", "AUTHENTICATION__", "LOG__", "OTEL_", "LIMITS__", "CACHE__"}
 
 // Start runs the service with db's settings, a random key, logs in a temp dir, metrics off and
 // a free port; env overrides any of them (an empty value unsets it). It waits until /v1/ping
@@ -322,6 +322,9 @@ func (s *Service) waitReady(port int, timeout time.Duration) error {
 	}
 	return fmt.Errorf("service not ready on port %d after %s", port, timeout)
 }
+
+// PID is the service process's id (for /proc/<pid>/status).
+func (s *Service) PID() int { return s.cmd.Process.Pid }
 
 // Output is everything the process wrote to stdout and stderr so far.
 func (s *Service) Output() string { return s.out.String() }

@@ -23,6 +23,20 @@ type Config struct {
 	Log            Log
 	Metrics        Metrics
 	Limits         Limits
+	Cache          Cache
+}
+
+// Cache is the answers-from-memory cache of GraphQL answers (contract section 6.5).
+type Cache struct {
+	Enabled Switch `env:"CACHE__ENABLED" env-default:"true"`
+	// MaxStaleness bounds how long after a committed change an answer from memory may still
+	// be the one from before it.
+	MaxStaleness Seconds `env:"CACHE__MAX_STALENESS" env-default:"2"`
+	// MaxBytes bounds the answers kept, their keys and bookkeeping included.
+	MaxBytes Bytes `env:"CACHE__MAX_BYTES" env-default:"67108864"`
+	// NotifyChannel is the channel a NOTIFY on which makes answers fresh at once; empty: no
+	// LISTEN connection (e.g. behind PgBouncer in transaction pooling, where LISTEN cannot work).
+	NotifyChannel Channel `env:"CACHE__NOTIFY_CHANNEL" env-default:"emsquery_refresh"`
 }
 
 // Limits protect the service and the database from requests that are too large or too slow.

@@ -18,7 +18,7 @@ func setenv(t *testing.T, vars map[string]string) {
 	t.Helper()
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
-		for _, p := range []string{"APP__", "DATABASE__", "SECURITY__", "AUTHENTICATION__", "LOG__", "OTEL_METRICS_EXPORTER", "OTEL_EXPORTER_PROMETHEUS_", "LIMITS__"} {
+		for _, p := range []string{"APP__", "DATABASE__", "SECURITY__", "AUTHENTICATION__", "LOG__", "OTEL_METRICS_EXPORTER", "OTEL_EXPORTER_PROMETHEUS_", "LIMITS__", "CACHE__"} {
 			if strings.HasPrefix(k, p) {
 				t.Setenv(k, "")
 				os.Unsetenv(k)
@@ -219,6 +219,10 @@ func TestBadValuesNameTheirVariable(t *testing.T) {
 		{"LIMITS__MAX_SERIES_POINTS", "lots"},
 		{"LIMITS__STATEMENT_TIMEOUT", "-1"},
 		{"LIMITS__REQUEST_TIMEOUT", "1m"},
+		{"CACHE__ENABLED", "often"},
+		{"CACHE__MAX_STALENESS", "0"},
+		{"CACHE__MAX_BYTES", "64MiB"},
+		{"CACHE__NOTIFY_CHANNEL", "ETL-done"},
 	}
 	for _, c := range cases {
 		t.Run(c.name+"="+c.value, func(t *testing.T) {
@@ -281,5 +285,32 @@ func TestSecretsAreNotPrinted(t *testing.T) {
 	slog.New(slog.NewTextHandler(&b, nil)).Info("x", "password", s)
 	if strings.Contains(b.String(), "hunter2") || strings.Contains(s.String(), "hunter2") {
 		t.Errorf("secret printed: %s", b.String())
+	}
+}
+
+func TestCacheSettings(t *testing.T) {
+	setenv(t, map[string]string{
+		"AUTHENTICATION__API_KEY": "k", "CACHE__ENABLED": "no", "CACHE__MAX_STALENESS": "0.5",
+		"CACHE__MAX_BYTES": "1048576", "CACHE__NOTIFY_CHANNEL": "",
+	})
+	cfg, err := config.Load("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := config.Cache{Enabled: false, MaxStaleness: config.Seconds(500 * time.Millisecond), MaxBytes: 1 << 20, NotifyChannel: ""}
+	if cfg.Cache != want {
+		t.Errorf("cache settings %+v, want %+v (an empty channel means no LISTEN)", cfg.Cache, want)
+	}
+	for _, ok := range []string{"etl_done", "_x1", "load$2"} {
+		var c config.Channel
+		if err := c.SetValue(ok); err != nil || string(c) != ok {
+			t.Errorf("channel %q: %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"1etl", "ETL", "etl-done", "etl done", strings.Repeat("x", 64)} {
+		var c config.Channel
+		if err := c.SetValue(bad); err == nil {
+			t.Errorf("channel %q accepted", bad)
+		}
 	}
 }

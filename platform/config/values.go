@@ -268,3 +268,22 @@ func (s Secret) LogValue() slog.Value { return slog.StringValue("[hidden]") }
 func (s Secret) Reveal() string { return string(s) }
 
 func (h HeaderName) String() string { return string(h) }
+
+// Channel is a LISTEN/NOTIFY channel name: a lower-case SQL identifier, so that the ETL's
+// unquoted NOTIFY name reaches the service's LISTEN (PostgreSQL folds unquoted names to lower
+// case); empty means none.
+type Channel string
+
+func (c *Channel) SetValue(s string) error {
+	s = strings.TrimSpace(s)
+	for i, r := range s {
+		if !(r >= 'a' && r <= 'z' || r == '_' || i > 0 && (r >= '0' && r <= '9' || r == '$')) {
+			return fmt.Errorf("%q is not a lower-case channel name (letters a-z, digits and _, not starting with a digit)", s)
+		}
+	}
+	if len(s) > 63 {
+		return fmt.Errorf("%q is longer than PostgreSQL's 63-byte names", s)
+	}
+	*c = Channel(s)
+	return nil
+}

@@ -1,0 +1,77 @@
+package answercache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+)
+
+// meterName is the instrumentation scope of the cache's instruments.
+const meterName = "github.com/emsanalytics/emsquery/platform/answercache"
+
+// cacheMetrics are the cache's instruments. Requests are counted per endpoint (http.route):
+// answered from memory (hits), computed and kept or keepable (misses), answered with what an
+// identical request in flight computed (coalesced), or not cacheable (bypasses).
+type cacheMetrics struct {
+	hits, misses, coalesced, bypasses metric.Int64Counter
+	invalidations, evictions          metric.Int64Counter
+	reasons                           map[string][]metric.AddOption
+	reg                               metric.Registration
+}
+
+// newCacheMetrics creates the instruments; stats and age are read when the gauges are
+// collected.
+func newCacheMetrics(mp metric.MeterProvider, stats func() (int, int64), age func() (time.Duration, bool)) (*cacheMetrics, error) {
+	meter := mp.Meter(meterName)
+	m := &cacheMetrics{reasons: map[string][]metric.AddOption{}}
+	var errs []error
+	counter := func(name, desc, unit string) metric.Int64Counter {
+		c, err := meter.Int64Counter(name, metric.WithDescription(desc), metric.WithUnit(unit))
+		errs = append(errs, err)
+		return c
+	}
+	m.hits = counter("emsquery.cache.hits", "GraphQL requests answered from memory.", "{request}")
+	m.misses = counter("emsquery.cache.misses", "GraphQL requests computed whose answer is kept (or could be).", "{request}")
+	m.coalesced = counter("emsquery.cache.coalesced", "GraphQL requests that waited for an identical request in flight and got its answer.", "{request}")
+	m.bypasses = counter("emsquery.cache.bypasses", "GraphQL requests computed whose answer cannot be kept (errors, too large, no current data version).", "{request}")
+	m.invalidations = counter("emsquery.cache.invalidations", "Times every answer in memory was dropped, by reason: data_changed (the data version moved), notified (NOTIFY), reconnected (the version could not be read for a while).", "{invalidation}")
+	m.evictions = counter("emsquery.cache.evictions", "Answers dropped to keep within CACHE__MAX_BYTES.", "{answer}")
+	for _, r := range []string{reasonDataChanged, reasonNotified, reasonReconnected} {
+		m.reasons[r] = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("emsquery.cache.invalidation.reason", r)))}
+	}
+	entries, err := meter.Int64ObservableGauge("emsquery.cache.entries",
+		metric.WithDescription("Answers kept in memory."), metric.WithUnit("{answer}"))
+	errs = append(errs, err)
+	size, err := meter.Int64ObservableGauge("emsquery.cache.size",
+		metric.WithDescription("Bytes the answers in memory take, their keys and bookkeeping included (at most CACHE__MAX_BYTES)."), metric.WithUnit("By"))
+	errs = append(errs, err)
+	versionAge, err := meter.Float64ObservableGauge("emsquery.cache.data_version.age",
+		metric.WithDescription("Seconds since the latest successful read of the data version was sent; answers from memory are served only while it is below CACHE__MAX_STALENESS."), metric.WithUnit("s"))
+	errs = append(errs, err)
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("cache metrics: %w", err)
+	}
+	m.reg, err = meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		n, b := stats()
+		o.ObserveInt64(entries, int64(n))
+		o.ObserveInt64(size, b)
+		if a, ok := age(); ok {
+			o.ObserveFloat64(versionAge, a.Seconds())
+		}
+		return nil
+	}, entries, size, versionAge)
+	if err != nil {
+		return nil, fmt.Errorf("cache metrics: %w", err)
+	}
+	return m, nil
+}
+
+func (m *cacheMetrics) invalidated(reason string) {
+	m.invalidations.Add(context.Background(), 1, m.reasons[reason]...)
+}
+
+func (m *cacheMetrics) evicted(n int) { m.evictions.Add(context.Background(), int64(n)) }

@@ -1,0 +1,124 @@
+package answercache
+
+import (
+	"math"
+	"sync"
+
+	"github.com/hashicorp/golang-lru/v2/simplelru"
+)
+
+// key identifies a question: a SHA-256 of everything the answer's bytes depend on (see keyOf).
+type key [32]byte
+
+// answer is a response kept in memory: what the engine wrote, byte for byte. It is never
+// changed once made, so any number of responses may send it at once.
+type answer struct {
+	status int
+	header [][2]string // the engine's headers, in the order written
+	body   []byte
+}
+
+// entryOverhead is what an entry costs besides its header and body bytes: its key, the answer
+// struct, the LRU's list element and map slot.
+const entryOverhead = 256
+
+func (a *answer) size() int64 {
+	n := int64(entryOverhead + len(a.body))
+	for _, h := range a.header {
+		n += int64(len(h[0]) + len(h[1]) + 32)
+	}
+	return n
+}
+
+// store keeps the answers of one epoch, least recently used first out, within maxBytes. An
+// answer of an epoch that is no longer current can never be served again, so moving to a new
+// epoch drops them all at once.
+//
+// The LRU is hashicorp/golang-lru's simplelru, bounded here by bytes instead of by its entry
+// count (given as unbounded): after an add, the oldest entries go until the total fits.
+type store struct {
+	maxBytes int64
+	maxEntry int64 // larger answers are not kept
+
+	mu    sync.Mutex
+	lru   *simplelru.LRU[key, *answer]
+	bytes int64
+	epoch uint64
+
+	evicted func(n int) // counts evictions (outside the lock is not needed: a counter)
+}
+
+// maxEntryShare: an answer larger than this share of the bound is not kept, so that one huge
+// answer cannot push out everything else (whole tables are streamed, not kept).
+const maxEntryShare = 8
+
+func newStore(maxBytes int64, evicted func(int)) *store {
+	lru, err := simplelru.NewLRU[key, *answer](math.MaxInt, nil)
+	if err != nil {
+		panic(err) // only for a size <= 0
+	}
+	return &store{maxBytes: maxBytes, maxEntry: maxBytes / maxEntryShare, lru: lru, evicted: evicted}
+}
+
+// fits says whether an answer of this size may be kept at all.
+func (s *store) fits(a *answer) bool { return a.size() <= s.maxEntry }
+
+// advance moves the store to epoch e when e is newer, dropping every answer; the caller holds
+// mu. It says whether the store is now at e.
+func (s *store) advance(e uint64) bool {
+	if e > s.epoch {
+		s.lru.Purge()
+		s.bytes = 0
+		s.epoch = e
+	}
+	return e == s.epoch
+}
+
+// get returns the answer kept for k in epoch e.
+func (s *store) get(k key, e uint64) *answer {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.advance(e) {
+		return nil
+	}
+	a, _ := s.lru.Get(k)
+	return a
+}
+
+// put keeps a, computed for k in epoch e, unless e is no longer the store's epoch (the data
+// may have changed while it was computed) or a is too large.
+func (s *store) put(k key, a *answer, e uint64) bool {
+	if !s.fits(a) {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.advance(e) {
+		return false
+	}
+	if old, ok := s.lru.Peek(k); ok {
+		s.bytes -= old.size()
+	}
+	s.lru.Add(k, a)
+	s.bytes += a.size()
+	n := 0
+	for s.bytes > s.maxBytes {
+		_, old, ok := s.lru.RemoveOldest()
+		if !ok {
+			break
+		}
+		s.bytes -= old.size()
+		n++
+	}
+	if n > 0 && s.evicted != nil {
+		s.evicted(n)
+	}
+	return true
+}
+
+// stats returns the number of answers kept and their bytes.
+func (s *store) stats() (entries int, bytes int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lru.Len(), s.bytes
+}
