@@ -20,6 +20,10 @@
 // Tests that stop or break the server use their own cluster from [New] so they cannot disturb
 // tests sharing [Shared].
 //
+// [NewStandby] adds a streaming hot standby of a cluster (pg_basebackup -R) on a port of its
+// own, and [NewPgBouncer] a PgBouncer in transaction pooling mode in front of one (run as the
+// server's user; Debian's pgbouncer package), for the tests of several hosts and of pooling.
+//
 // When no cluster can be started (no binaries, no "postgres" user while running as root, ...),
 // the helpers skip the test, unless the CI environment variable is non-empty: there a missing
 // database is a broken pipeline and the test fails, with the server log's tail in the message.
