@@ -35,12 +35,16 @@ import (
 // TIMEOUT naming LIMITS__EXPORT_TIMEOUT; when ctx is done the error says so instead
 // (ClassifyContext). A failed write to w ends the COPY: pgconn closes the connection, which
 // cancels the query on the server, and the pool drops the connection on release.
-func (db *DB) CopyTo(ctx context.Context, op string, w io.Writer, copySQL string) (pgconn.CommandTag, error) {
-	conn, err := db.acquire(ctx)
+func (db *DB) CopyTo(ctx context.Context, op string, w io.Writer, copySQL string) (tag pgconn.CommandTag, err error) {
+	// The span names the operation but not the statement: its text holds the export's values.
+	spanCtx, span := db.spans.start(ctx, op, "")
+	defer func() { end(ctx, span, err) }()
+	conn, err := db.acquire(spanCtx)
 	if err != nil {
 		return pgconn.CommandTag{}, err
 	}
 	defer conn.Release()
+	connected(span, conn)
 	pg := conn.Conn().PgConn()
 	if enc, ds := pg.ParameterStatus("client_encoding"), pg.ParameterStatus("DateStyle"); enc != "UTF8" || !strings.HasPrefix(ds, "ISO") {
 		return pgconn.CommandTag{}, fmt.Errorf("the connection has client_encoding %q and DateStyle %q; it needs UTF8 and ISO", enc, ds)
@@ -48,7 +52,7 @@ func (db *DB) CopyTo(ctx context.Context, op string, w io.Writer, copySQL string
 	sql := "SET LOCAL statement_timeout = " + milliseconds(db.exportTimeout) + "; " + copySQL
 	start := time.Now()
 	cw := &copyWriter{w: w}
-	tag, err := pg.CopyTo(ctx, cw, sql)
+	tag, err = pg.CopyTo(ctx, cw, sql)
 	db.metrics.operation(ctx, op, start, err)
 	if err == nil {
 		return tag, nil
