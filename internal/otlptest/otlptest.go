@@ -28,23 +28,32 @@ import (
 // Receiver keeps every export it decodes and every request it refused. Its methods are safe
 // for concurrent use.
 type Receiver struct {
-	mu      sync.Mutex
-	exports []*colmetricpb.ExportMetricsServiceRequest
-	spans   []Span
-	refused []string
+	mu        sync.Mutex
+	countOnly bool // keep counts, not what was received (a long soak)
+	exports   []*colmetricpb.ExportMetricsServiceRequest
+	metrics   int // metric exports received
+	spans     []Span
+	spanCount int
+	refused   []string
 }
 
 // Serve serves a new Receiver on ln until the test ends.
 func Serve(t testing.TB, ln net.Listener) *Receiver {
 	t.Helper()
-	rc, stop := Start(ln)
+	rc, stop := start(ln, false)
 	t.Cleanup(stop)
 	return rc
 }
 
-// Start serves a new Receiver on ln until stop is called (for programs that are not tests).
+// Start serves a new Receiver on ln until stop is called, for programs that are not tests; it
+// counts what it receives (SpanCount, Count) without keeping it, so that a long run does not
+// fill its memory.
 func Start(ln net.Listener) (*Receiver, func()) {
-	rc := &Receiver{}
+	return start(ln, true)
+}
+
+func start(ln net.Listener, countOnly bool) (*Receiver, func()) {
+	rc := &Receiver{countOnly: countOnly}
 	srv := &http.Server{Handler: rc, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	return rc, func() {
@@ -91,8 +100,12 @@ func (rc *Receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			refuse("protobuf: " + err.Error())
 			return
 		}
+		spans := flatten(req)
 		rc.mu.Lock()
-		rc.spans = append(rc.spans, flatten(req)...)
+		rc.spanCount += len(spans)
+		if !rc.countOnly {
+			rc.spans = append(rc.spans, spans...)
+		}
 		rc.mu.Unlock()
 		out, _ := proto.Marshal(&coltracepb.ExportTraceServiceResponse{})
 		w.Header().Set("Content-Type", "application/x-protobuf")
@@ -105,7 +118,10 @@ func (rc *Receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rc.mu.Lock()
-	rc.exports = append(rc.exports, req)
+	rc.metrics++
+	if !rc.countOnly {
+		rc.exports = append(rc.exports, req)
+	}
 	rc.mu.Unlock()
 	out, _ := proto.Marshal(&colmetricpb.ExportMetricsServiceResponse{})
 	w.Header().Set("Content-Type", "application/x-protobuf")
@@ -142,6 +158,13 @@ func flatten(req *coltracepb.ExportTraceServiceRequest) []Span {
 	return out
 }
 
+// SpanCount is the number of spans received so far.
+func (rc *Receiver) SpanCount() int {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return rc.spanCount
+}
+
 // Spans returns the spans received so far.
 func (rc *Receiver) Spans() []Span {
 	rc.mu.Lock()
@@ -153,7 +176,7 @@ func (rc *Receiver) Spans() []Span {
 func (rc *Receiver) Count() int {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
-	return len(rc.exports)
+	return rc.metrics
 }
 
 // Refused says why each refused request was refused.
