@@ -81,8 +81,10 @@ func TestReloadKeepsLimiter(t *testing.T) {
 	first := c.build(file(1, 2, "one"), nil)
 	now := time.Now()
 	k := &first.keys[0]
-	if k.wait(now) != 0 || k.wait(now) != 0 || k.wait(now) == 0 {
-		t.Fatal("burst of 2 not applied")
+	for i, want := range []bool{true, true, false} {
+		if allowed := k.wait(now) == 0; allowed != want {
+			t.Fatalf("request %d within the burst of 2: allowed %v, want %v", i+1, allowed, want)
+		}
 	}
 	// A rotated key (same name, new key) keeps the spent burst; a new rate applies at once.
 	second := c.build(file(1, 2, "two"), first)

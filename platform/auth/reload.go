@@ -12,8 +12,8 @@ import (
 	"golang.org/x/time/rate"
 )
 
-// The keys file is read every AUTHENTICATION__API_KEYS_POLL_INTERVAL (a second by default) to
-// see whether it changed.
+// watcher reloads the keys file on SIGHUP and when its content changed, which it looks for every
+// AUTHENTICATION__API_KEYS_POLL_INTERVAL (a second by default), until stop.
 //
 // The file is polled, not watched with inotify (fsnotify): keys files are commonly replaced
 // rather than written in place, and the ways they are replaced defeat a watch on the file or
@@ -24,9 +24,6 @@ import (
 // its SHA-256 with the last one costs microseconds and sees every one of these. The content's
 // hash is compared, not the modification time: timestamps are only as fine as the kernel's
 // clock tick, so two writes of the same size within one tick would look the same.
-const pollInterval = time.Second
-
-// watcher reloads the keys file on SIGHUP and when its content changes, until stop.
 type watcher struct {
 	c       *Checker
 	hup     chan os.Signal
