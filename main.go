@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/emsanalytics/emsquery/platform/config"
-	"github.com/emsanalytics/emsquery/platform/metrics"
+	"github.com/emsanalytics/emsquery/platform/telemetry"
 )
 
 // version is set at build time: go build -ldflags "-X main.version=1.2.3".
@@ -26,6 +26,9 @@ func main() {
 }
 
 func run() int {
+	if len(os.Args) > 1 && os.Args[1] == "key" {
+		return keyCommand(os.Args[2:], os.Stdout, os.Stderr)
+	}
 	envFile := flag.String("env-file", "", "read settings from this env file (default: .env in the working folder, when present); the environment wins")
 	showVersion := flag.Bool("version", false, "print the version and exit")
 	healthcheck := flag.Bool("healthcheck", false, "exit 0 when the service on APP__HOST:APP__PORT answers /v1/ping, 1 otherwise (for container health checks)")
@@ -43,7 +46,7 @@ func run() int {
 	if *healthcheck {
 		return probe(cfg)
 	}
-	srv, cleanup, err := initService(cfg, metrics.Service{Name: "emsquery", Version: version})
+	srv, cleanup, err := initService(cfg, telemetry.Service{Name: "emsquery", Version: version})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "emsquery: cannot start:", err)
 		return 1

@@ -17,17 +17,20 @@ import (
 	"github.com/emsanalytics/emsquery/platform/keyset"
 	"github.com/emsanalytics/emsquery/platform/logging"
 	"github.com/emsanalytics/emsquery/platform/metrics"
+	"github.com/emsanalytics/emsquery/platform/telemetry"
+	"github.com/emsanalytics/emsquery/platform/tracing"
 )
 
 // initService assembles the service from the settings. The cleanup closes, in reverse order,
-// what the providers opened (cache watch, pool, metrics: scrape endpoint and final flush, log
-// file).
-func initService(cfg *config.Config, svc metrics.Service) (*app.Server, func(), error) {
+// what the providers opened (keys file watch, cache watch, pool, traces and metrics: scrape
+// endpoint and final flush, log file).
+func initService(cfg *config.Config, svc telemetry.Service) (*app.Server, func(), error) {
 	wire.Build(
 		// Each provider takes the part of the settings it uses.
-		wire.FieldsOf(new(*config.Config), "App", "Database", "Security", "Authentication", "Log", "Metrics", "Limits", "Cache"),
+		wire.FieldsOf(new(*config.Config), "App", "Database", "Security", "Authentication", "Log", "Metrics", "Traces", "Limits", "Cache"),
 		logging.New,
 		metrics.New,
+		tracing.New,
 		database.Open,
 		answercache.New,
 		auth.NewChecker,

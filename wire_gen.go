@@ -22,14 +22,16 @@ import (
 	"github.com/emsanalytics/emsquery/platform/keyset"
 	"github.com/emsanalytics/emsquery/platform/logging"
 	"github.com/emsanalytics/emsquery/platform/metrics"
+	"github.com/emsanalytics/emsquery/platform/telemetry"
+	"github.com/emsanalytics/emsquery/platform/tracing"
 )
 
 // Injectors from wire.go:
 
 // initService assembles the service from the settings. The cleanup closes, in reverse order,
-// what the providers opened (cache watch, pool, metrics: scrape endpoint and final flush, log
-// file).
-func initService(cfg *config.Config, svc metrics.Service) (*app.Server, func(), error) {
+// what the providers opened (keys file watch, cache watch, pool, traces and metrics: scrape
+// endpoint and final flush, log file).
+func initService(cfg *config.Config, svc telemetry.Service) (*app.Server, func(), error) {
 	configApp := cfg.App
 	limits := cfg.Limits
 	security := cfg.Security
@@ -45,14 +47,29 @@ func initService(cfg *config.Config, svc metrics.Service) (*app.Server, func(), 
 		cleanup()
 		return nil, nil, err
 	}
-	db, cleanup3, err := database.Open(configDatabase, limits, logger, meterProvider)
+	traces := cfg.Traces
+	tracerProvider, cleanup3, err := tracing.New(traces, logger, svc)
 	if err != nil {
 		cleanup2()
 		cleanup()
 		return nil, nil, err
 	}
+	db, cleanup4, err := database.Open(configDatabase, limits, logger, meterProvider, tracerProvider)
+	if err != nil {
+		cleanup3()
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
 	authentication := cfg.Authentication
-	checker := auth.NewChecker(authentication, logger)
+	checker, cleanup5, err := auth.NewChecker(authentication, logger)
+	if err != nil {
+		cleanup4()
+		cleanup3()
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
 	repository := stats.NewRepository(db)
 	statsLimits := stats.NewLimits(limits)
 	resolver := stats.NewResolver(repository, statsLimits)
@@ -84,17 +101,21 @@ func initService(cfg *config.Config, svc metrics.Service) (*app.Server, func(), 
 		Lookups: gqllookupsSchema,
 	}
 	cache := cfg.Cache
-	answercacheCache, cleanup4, err := answercache.New(cache, db, logger, meterProvider)
+	answercacheCache, cleanup6, err := answercache.New(cache, db, logger, meterProvider)
 	if err != nil {
+		cleanup5()
+		cleanup4()
 		cleanup3()
 		cleanup2()
 		cleanup()
 		return nil, nil, err
 	}
-	exporter, cleanup5 := reports.NewExporter(db, logger, statsLimits)
+	exporter, cleanup7 := reports.NewExporter(db, logger, statsLimits)
 	exportHandler := reports.NewExportHandler(exporter, logger)
-	server := app.NewServer(configApp, limits, security, logger, db, checker, graphQLEndpoints, answercacheCache, meterProvider, exportHandler)
+	server := app.NewServer(configApp, limits, security, logger, db, checker, graphQLEndpoints, answercacheCache, meterProvider, tracerProvider, exportHandler)
 	return server, func() {
+		cleanup7()
+		cleanup6()
 		cleanup5()
 		cleanup4()
 		cleanup3()

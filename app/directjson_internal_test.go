@@ -220,7 +220,7 @@ func serveData() *fakeServe {
 // answer posts one request to the endpoint, built with or without direct JSON.
 func answer(t *testing.T, es graphql.ExecutableSchema, direct bool, body string) (int, http.Header, []byte) {
 	t.Helper()
-	o := graphQLOptions("/graphql", testLimits, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
+	o := graphQLOptions("/graphql", testLimits, slog.New(slog.NewTextHandler(io.Discard, nil)), nil, nil)
 	if !direct {
 		o.DirectJSON = nil
 	}
@@ -348,7 +348,7 @@ func TestDirectJSONReportsMatchGqlgen(t *testing.T) {
 // The fast path is taken: with direct JSON, gqlgen marshals no element of a large list.
 func TestDirectJSONIsUsed(t *testing.T) {
 	es := gqlpublic.NewExecutableSchema(gqlpublic.Config{Resolvers: publicData(5)})
-	w := graphqlserver.New(es, graphQLOptions("/graphql", testLimits, slog.New(slog.NewTextHandler(io.Discard, nil)), nil))
+	w := graphqlserver.New(es, graphQLOptions("/graphql", testLimits, slog.New(slog.NewTextHandler(io.Discard, nil)), nil, nil))
 	var marshaled int
 	w.AroundFields(func(ctx context.Context, next graphql.Resolver) (any, error) {
 		if fc := graphql.GetFieldContext(ctx); fc != nil && fc.Object == "Patient" {

@@ -5,11 +5,13 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/emsanalytics/emsquery/app/gqllookups"
 	"github.com/emsanalytics/emsquery/app/gqlpublic"
 	"github.com/emsanalytics/emsquery/app/gqlserve"
 	"github.com/emsanalytics/emsquery/platform/apierr"
+	"github.com/emsanalytics/emsquery/platform/auth"
 	"github.com/emsanalytics/emsquery/platform/config"
 	"github.com/emsanalytics/emsquery/platform/graphqlserver"
 )
@@ -37,8 +39,8 @@ var directJSONTypes = []string{
 var bulkFields = []string{"patients", "oxygens"}
 
 // graphQLOptions are the engine options of the GraphQL endpoint at route; meter creates its
-// operation metrics (nil: none).
-func graphQLOptions(route string, limits config.Limits, log *slog.Logger, meter metric.Meter) graphqlserver.Options {
+// operation metrics (nil: none), tp its operation spans.
+func graphQLOptions(route string, limits config.Limits, log *slog.Logger, meter metric.Meter, tp trace.TracerProvider) graphqlserver.Options {
 	return graphqlserver.Options{
 		Route:              route,
 		MaxQueryDepth:      int(limits.QueryDepth),
@@ -46,26 +48,20 @@ func graphQLOptions(route string, limits config.Limits, log *slog.Logger, meter 
 		Log:                log,
 		Meter:              meter,
 		DurationBuckets:    durationBuckets,
+		TracerProvider:     tp,
 		DirectJSON:         &graphqlserver.DirectJSON{Types: directJSONTypes, BulkFields: bulkFields},
 	}
 }
 
-// graphQLUnauthorized is the 401 of a GraphQL path: a GraphQL errors body.
-func graphQLUnauthorized(header string) fiber.Handler {
-	return func(c *fiber.Ctx) error {
-		msg := "wrong API key in header " + header
-		if c.Get(header) == "" {
-			msg = "missing API key: send it in the " + header + " header"
-		}
-		return c.Status(fiber.StatusUnauthorized).JSON(fiber.Map{
-			"errors": []fiber.Map{{"message": msg, "extensions": fiber.Map{"code": apierr.Unauthenticated}}},
-		})
-	}
+// graphQLRefusal answers a request the key check refuses (401, 403, 429) on a GraphQL path: a
+// GraphQL errors body.
+func graphQLRefusal(c *fiber.Ctx, r auth.Refusal) error {
+	return c.Status(r.Status).JSON(fiber.Map{
+		"errors": []fiber.Map{{"message": r.Message, "extensions": fiber.Map{"code": r.Code}}},
+	})
 }
 
-// restUnauthorized is the 401 of a REST path.
-func restUnauthorized(msg string) fiber.Handler {
-	return func(c *fiber.Ctx) error {
-		return c.Status(fiber.StatusUnauthorized).JSON(apierr.NewBody(apierr.Unauthenticated, msg))
-	}
+// restRefusal answers a request the key check refuses on a REST path: the REST error body.
+func restRefusal(c *fiber.Ctx, r auth.Refusal) error {
+	return c.Status(r.Status).JSON(apierr.NewBody(r.Code, r.Message))
 }

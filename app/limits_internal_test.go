@@ -91,7 +91,7 @@ var testLimits = config.Limits{QueryDepth: 15, QueryComplexity: 1000}
 func limitsServer(t *testing.T) http.Handler {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	return graphqlserver.New(gqlpublic.NewSchema(&gqlpublic.Resolver{}), graphQLOptions("/graphql", testLimits, log, nil))
+	return graphqlserver.New(gqlpublic.NewSchema(&gqlpublic.Resolver{}), graphQLOptions("/graphql", testLimits, log, nil, nil))
 }
 
 func postQuery(t *testing.T, h http.Handler, query string) gqlResult {

@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/emsanalytics/emsquery/platform/auth"
 	"github.com/emsanalytics/emsquery/platform/metricattrs"
 )
 
@@ -40,8 +41,8 @@ type serviceMetrics struct {
 type routeKey struct{ method, path string }
 
 type httpKey struct {
-	method, route string
-	status        int
+	method, route, keyName string
+	status                 int
 }
 
 // newServiceMetrics creates the instruments on mp. Failing to create one (it cannot with these
@@ -77,6 +78,9 @@ func newServiceMetrics(mp metric.MeterProvider, log *slog.Logger) *serviceMetric
 		if k.status >= 500 {
 			kv = append(kv, attribute.String("error.type", strconv.Itoa(k.status)))
 		}
+		if k.keyName != "" {
+			kv = append(kv, attribute.String(keyNameAttr, k.keyName))
+		}
 		return attribute.NewSet(kv...)
 	}, nil)
 	return m
@@ -84,7 +88,8 @@ func newServiceMetrics(mp metric.MeterProvider, log *slog.Logger) *serviceMetric
 
 // handler is the Fiber middleware that measures every request: the active requests while it
 // runs, then its duration with the matched route's template (never the raw path, which would
-// make a series per id or typo).
+// make a series per id or typo) and the name of its API key (a handful of names, set by the
+// operator).
 func (m *serviceMetrics) handler(c *fiber.Ctx) error {
 	start := time.Now()
 	method := normalizeMethod(c.Method())
@@ -104,7 +109,7 @@ func (m *serviceMetrics) handler(c *fiber.Ctx) error {
 		}
 	}
 	route := m.routeTemplate(c)
-	m.duration.Record(ctx, time.Since(start).Seconds(), m.httpSets.Get(httpKey{method, route, status})...)
+	m.duration.Record(ctx, time.Since(start).Seconds(), m.httpSets.Get(httpKey{method, route, auth.KeyName(c), status})...)
 	return err
 }
 

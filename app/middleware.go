@@ -8,6 +8,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/emsanalytics/emsquery/platform/auth"
 	"github.com/emsanalytics/emsquery/platform/requestctx"
 )
 
@@ -57,8 +58,9 @@ func requestContext(c *fiber.Ctx) error {
 	return c.Next()
 }
 
-// accessLog writes one line per request: method, path, status, duration, request id. Headers,
-// and so keys, are never logged.
+// accessLog writes one line per request: method, path, status, duration, the name of the API
+// key it was checked with (key_name, when it had a valid one), request id and trace id (the
+// logger adds those two from the context). Headers, and so keys, are never logged.
 func accessLog(log *slog.Logger) fiber.Handler {
 	return func(c *fiber.Ctx) error {
 		start := time.Now()
@@ -80,9 +82,12 @@ func accessLog(log *slog.Logger) fiber.Handler {
 		if status >= 500 {
 			level = slog.LevelError
 		}
-		log.Log(c.UserContext(), level, "request",
-			"method", c.Method(), "path", path, "status", status,
-			"duration_ms", float64(time.Since(start).Microseconds())/1000)
+		attrs := []any{"method", c.Method(), "path", path, "status", status,
+			"duration_ms", float64(time.Since(start).Microseconds()) / 1000}
+		if name := auth.KeyName(c); name != "" {
+			attrs = append(attrs, "key_name", name)
+		}
+		log.Log(c.UserContext(), level, "request", attrs...)
 		return err
 	}
 }

@@ -23,6 +23,8 @@ import (
 
 func (s *Server) routes(limits config.Limits, security config.Security, db *database.DB, checker *auth.Checker, graphs GraphQLEndpoints, cache *answercache.Cache, export reports.ExportHandler) {
 	f, cfg := s.fiber, s.cfg
+	// First, so that everything after it (the access line too) has the request's trace.
+	f.Use(s.traceRequests(s.tracer))
 	if rp := string(cfg.RootPath); rp != "" {
 		f.Use(stripRootPath(rp))
 	}
@@ -45,34 +47,25 @@ func (s *Server) routes(limits config.Limits, security config.Security, db *data
 	}
 
 	s.mountGraphiQLAssets()
-	gqlAuth := checker.Require(checker.Allowed, graphQLUnauthorized(checker.Header()))
 	// GraphQL requests end at LIMITS__REQUEST_TIMEOUT or when their client leaves.
 	timeout := limits.RequestTimeout.Duration()
 	timedOut := apierr.RequestTimedOut(timeout, context.DeadlineExceeded)
 	for _, ep := range []struct {
 		path   string
+		scope  auth.Scope
 		schema graphql.ExecutableSchema
 	}{
-		{"/graphql", graphs.Public},
-		{"/serve/graphql", graphs.Serve},
-		{"/lookups/graphql", graphs.Lookups},
+		{"/graphql", auth.ScopeGraphQL, graphs.Public},
+		{"/serve/graphql", auth.ScopeServe, graphs.Serve},
+		{"/lookups/graphql", auth.ScopeLookups, graphs.Lookups},
 	} {
-		engine := graphqlserver.New(ep.schema, graphQLOptions(ep.path, limits, s.log, s.metrics.meter))
+		engine := graphqlserver.New(ep.schema, graphQLOptions(ep.path, limits, s.log, s.metrics.meter, s.tracer))
 		// Answers from memory where they may be (contract 6.5); the engine itself when caching is off.
 		h := cache.Handler(ep.path, engine)
-		s.mountGraphQL(ep.path, checker.Header(), httpbridge.Bounded(httpbridge.Handler(h), timeout, timedOut), gqlAuth)
+		s.mountGraphQL(ep.path, checker.Header(), httpbridge.Bounded(httpbridge.Handler(h), timeout, timedOut), checker.Require(ep.scope, graphQLRefusal))
 	}
 
 	// The modules' REST routes: the key check, then the client watch (an export's own limit is
 	// LIMITS__EXPORT_TIMEOUT, which the module applies).
-	f.Get(reports.ExportPath, checker.Require(checker.ExportAllowed, restUnauthorized(exportAuthMessage(checker))), httpbridge.Watched(fiber.Handler(export)))
-}
-
-// exportAuthMessage is the 401 message of the export, which needs the key in SERVICE-X-API-KEY
-// as well as in the configured header (one header when they are the same).
-func exportAuthMessage(checker *auth.Checker) string {
-	if h := checker.Header(); !strings.EqualFold(h, auth.ExportHeader) {
-		return "missing or wrong API key: the export needs the key in both the " + h + " and the " + auth.ExportHeader + " header"
-	}
-	return "missing or wrong API key: send it in the " + auth.ExportHeader + " header"
+	f.Get(reports.ExportPath, checker.Require(auth.ScopeExport, restRefusal), httpbridge.Watched(fiber.Handler(export)))
 }

@@ -15,12 +15,14 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/gofiber/fiber/v2/utils"
 	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/emsanalytics/emsquery/modules/reports"
 	"github.com/emsanalytics/emsquery/platform/answercache"
 	"github.com/emsanalytics/emsquery/platform/apierr"
 	"github.com/emsanalytics/emsquery/platform/auth"
 	"github.com/emsanalytics/emsquery/platform/config"
+	"github.com/emsanalytics/emsquery/platform/connlimit"
 	"github.com/emsanalytics/emsquery/platform/database"
 	"github.com/emsanalytics/emsquery/platform/httpbridge"
 )
@@ -31,23 +33,29 @@ type Server struct {
 	cfg     config.App
 	log     *slog.Logger
 	metrics *serviceMetrics
+	tracer  trace.TracerProvider
 }
 
 // NewServer builds the Fiber app with every route of the service. cache keeps the GraphQL
 // endpoints' answers (nil: caching off).
-func NewServer(cfg config.App, limits config.Limits, security config.Security, log *slog.Logger, db *database.DB, checker *auth.Checker, graphs GraphQLEndpoints, cache *answercache.Cache, mp metric.MeterProvider, export reports.ExportHandler) *Server {
+func NewServer(cfg config.App, limits config.Limits, security config.Security, log *slog.Logger, db *database.DB, checker *auth.Checker, graphs GraphQLEndpoints, cache *answercache.Cache, mp metric.MeterProvider, tp trace.TracerProvider, export reports.ExportHandler) *Server {
 	f := fiber.New(fiber.Config{
 		AppName:               "emsquery",
 		DisableStartupMessage: true,
 		BodyLimit:             int(cfg.MaxBodyBytes),
 		ErrorHandler:          restError(log),
+		// A request, headers and body, must arrive within APP__READ_TIMEOUT of its first byte
+		// (of the connection's opening, for its first request): a client that trickles a header
+		// line now and then is cut off then, whatever it sends. fasthttp sets the connection's
+		// read deadline; the client watch (platform/httpbridge) looks past it.
+		ReadTimeout: cfg.ReadTimeout.Duration(),
 		// Proxies in front may keep connections open; idle ones are closed after this.
-		IdleTimeout: 2 * 60e9,
+		IdleTimeout: cfg.IdleTimeout.Duration(),
 	})
 	// Responses sent while shutting down say Connection: close, so a client does not send its
 	// next request on a connection that is about to close.
 	f.Server().CloseOnShutdown = true
-	s := &Server{fiber: f, cfg: cfg, log: log, metrics: newServiceMetrics(mp, log)}
+	s := &Server{fiber: f, cfg: cfg, log: log, metrics: newServiceMetrics(mp, log), tracer: tp}
 	s.routes(limits, security, db, checker, graphs, cache, export)
 	return s
 }
@@ -60,10 +68,14 @@ func (s *Server) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("listen on %s (APP__HOST, APP__PORT): %w", addr, err)
 	}
-	s.log.Info("listening", "address", "http://"+ln.Addr().String()+string(s.cfg.RootPath))
+	s.log.Info("listening", "address", "http://"+ln.Addr().String()+string(s.cfg.RootPath),
+		"read_timeout", s.cfg.ReadTimeout.Duration().String(), "idle_timeout", s.cfg.IdleTimeout.Duration().String(),
+		"max_connections", int(s.cfg.MaxConnections))
 	served := make(chan error, 1)
-	// Connections close gracefully for a client still sending (a body over the limit).
-	go func() { served <- s.fiber.Listener(httpbridge.Lingering(ln)) }()
+	// At most APP__MAX_CONNECTIONS connections are open; they close gracefully for a client
+	// still sending (a body over the limit), and count until their socket is closed.
+	limited := connlimit.New(ln, int(s.cfg.MaxConnections), s.log)
+	go func() { served <- s.fiber.Listener(httpbridge.Lingering(limited)) }()
 	select {
 	case err := <-served:
 		return fmt.Errorf("serve: %w", err)
@@ -96,6 +108,9 @@ func restError(log *slog.Logger) fiber.ErrorHandler {
 			}
 		}
 		status := apierr.Status(code)
+		if fe != nil && fe.Code == fiber.StatusRequestTimeout {
+			status = fe.Code // the client was too slow, not a gateway behind the service
+		}
 		if err := c.Status(status).JSON(apierr.NewBody(code, msg)); err != nil {
 			return err
 		}
@@ -120,6 +135,8 @@ func fiberCode(fe *fiber.Error) (apierr.Code, string) {
 		return apierr.BadUserInput, "method not allowed on this route"
 	case fiber.StatusBadRequest:
 		return apierr.BadUserInput, fe.Message
+	case fiber.StatusRequestTimeout:
+		return apierr.Timeout, "the request did not arrive whole within APP__READ_TIMEOUT"
 	default:
 		if fe.Code >= 500 {
 			return apierr.Internal, apierr.InternalMessage

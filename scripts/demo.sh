@@ -247,6 +247,7 @@ exec env \
   AUTHENTICATION__API_KEY="$api_key" \
   LOG__PATH="$demo/logs" \
   OTEL_METRICS_EXPORTER=none \
+  OTEL_TRACES_EXPORTER=none \
   APP__HOST=127.0.0.1 \
   APP__PORT="$app_port" \
   "$root/bin/emsquery"

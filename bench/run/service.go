@@ -84,6 +84,7 @@ func startService(bin, workDir string, db dbTarget, records int, profiling bool)
 		"DATABASE__ENCRYPT=no",
 		"LOG__PATH=" + filepath.Join(workDir, "logs"), "LOG__CONSOLE__ENABLED=false",
 		"OTEL_METRICS_EXPORTER=none",
+		"OTEL_TRACES_EXPORTER=none",
 	}, extraEnv...)
 	var logBuf bytes.Buffer
 	lw := &lockedWriter{w: &logBuf}

@@ -3,9 +3,13 @@
 // not part of `make test`.
 //
 // It builds the service, starts a throwaway PostgreSQL cluster (internal/pgtest) on the loopback
-// interface, loads the demo generator's data, starts the real binary with the Prometheus scrape
-// endpoint on, and sends records_count, distinct_values, unique_counts, station_resources and
-// main_report at a fixed rate. Every answer must be 200 without errors and byte for byte the
+// interface, loads the demo generator's data, starts an OTLP receiver of its own
+// (internal/otlptest, counting what arrives), starts the real binary with every telemetry signal
+// on (metrics on the Prometheus scrape endpoint and pushed over OTLP every 10 s, a trace for every
+// request over OTLP) and a named key from a keys file (AUTHENTICATION__API_KEYS_FILE, with a rate
+// limit above the load's), and sends records_count, distinct_values, unique_counts,
+// station_resources and main_report at a fixed rate. The answer cache, where the service has
+// one, is on (its default). Every answer must be 200 without errors and byte for byte the
 // answer that query got the first time (the data does not change). Every 10 s it samples the
 // process's VmRSS (/proc/<pid>/status) and go_goroutine_count (the service's runtime metrics).
 //
@@ -13,8 +17,9 @@
 // and go with requests; a leak stays): the baseline after a warm-up (a tenth of the run, 10 s to
 // 60 s; the load pauses for it) and the end after the load. The run fails when the end exceeds
 // the baseline by more than SOAK_MAX_RSS_GROWTH percent of RSS (at least 16 MiB) or
-// SOAK_MAX_GOROUTINE_GROWTH goroutines, when a request fails, or when the service does not exit
-// 0 on SIGTERM at the end. A load that falls behind its rate (every worker busy: the machine,
+// SOAK_MAX_GOROUTINE_GROWTH goroutines, when a request fails, when no span or metric export
+// arrives at the receiver or the service logs a failed export, or when the service does not
+// exit 0 on SIGTERM at the end. A load that falls behind its rate (every worker busy: the machine,
 // not the service) is reported, not failed.
 //
 // Settings (environment):
@@ -34,11 +39,13 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -56,6 +63,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/emsanalytics/emsquery/internal/demodata"
+	"github.com/emsanalytics/emsquery/internal/otlptest"
 	"github.com/emsanalytics/emsquery/internal/pgtest"
 )
 
@@ -152,7 +160,13 @@ func soak(ctx context.Context, s settings) error {
 		return err
 	}
 
-	svc, err := startService(ctx, bin, tmp, cluster)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	collector, stopCollector := otlptest.Start(ln)
+	defer stopCollector()
+	svc, err := startService(ctx, bin, tmp, cluster, ln.Addr().(*net.TCPAddr).Port)
 	if err != nil {
 		return err
 	}
@@ -225,6 +239,7 @@ loop:
 	}
 	exit, err := svc.stop()
 	rep := report(s, samples, ld, exit, err, time.Since(began))
+	rep.telemetry(collector, svc)
 	fmt.Print(rep.text)
 	if interrupted {
 		return errors.New("interrupted")
@@ -299,7 +314,7 @@ type service struct {
 	exit    int
 }
 
-func startService(ctx context.Context, bin, tmp string, c *pgtest.Cluster) (*service, error) {
+func startService(ctx context.Context, bin, tmp string, c *pgtest.Cluster, collectorPort int) (*service, error) {
 	port, err := pgtest.FreePort()
 	if err != nil {
 		return nil, err
@@ -314,14 +329,26 @@ func startService(ctx context.Context, bin, tmp string, c *pgtest.Cluster) (*ser
 	if err != nil {
 		return nil, err
 	}
+	// One named key with every scope and a rate limit well above the load's: every request
+	// passes the scope and rate checks.
+	digest := sha256.Sum256([]byte(hex.EncodeToString(key)))
+	keysFile := filepath.Join(tmp, "keys.json")
+	entry := fmt.Sprintf(`[{"name": "soak", "sha256": %q, "scopes": ["graphql", "serve", "lookups", "export"], "rate_per_second": 5000, "burst": 5000}]`, hex.EncodeToString(digest[:]))
+	if err := os.WriteFile(keysFile, []byte(entry), 0o600); err != nil {
+		return nil, err
+	}
 	settings := map[string]string{
 		"APP__HOST": "127.0.0.1", "APP__PORT": strconv.Itoa(port),
-		"AUTHENTICATION__API_KEY": hex.EncodeToString(key),
-		"DATABASE__HOST":          c.Host(), "DATABASE__PORT": strconv.Itoa(c.Port()), "DATABASE__NAME": "soak",
+		"AUTHENTICATION__API_KEYS_FILE": keysFile,
+		"DATABASE__HOST":                c.Host(), "DATABASE__PORT": strconv.Itoa(c.Port()), "DATABASE__NAME": "soak",
 		"DATABASE__USERNAME": "postgres", "DATABASE__PASSWORD": c.Password(), "DATABASE__ENCRYPT": "no",
 		"LOG__PATH": filepath.Join(tmp, "logs"), "LOG__LEVEL": "WARNING",
-		"OTEL_METRICS_EXPORTER": "prometheus", "OTEL_EXPORTER_PROMETHEUS_HOST": "127.0.0.1",
+		"OTEL_METRICS_EXPORTER": "prometheus,otlp", "OTEL_EXPORTER_PROMETHEUS_HOST": "127.0.0.1",
 		"OTEL_EXPORTER_PROMETHEUS_PORT": strconv.Itoa(promPort),
+		"OTEL_METRIC_EXPORT_INTERVAL":   "10000",
+		"OTEL_TRACES_EXPORTER":          "otlp",
+		"OTEL_EXPORTER_OTLP_ENDPOINT":   "http://127.0.0.1:" + strconv.Itoa(collectorPort),
+		"OTEL_EXPORTER_OTLP_PROTOCOL":   "http/protobuf",
 	}
 	cmd := exec.Command(bin)
 	cmd.Dir = tmp
@@ -592,6 +619,22 @@ func (l *loadGen) do(q query) {
 type result struct {
 	text     string
 	problems []string
+}
+
+// telemetry adds what the collector received, and fails the run when nothing arrived or the
+// service logged a failed export.
+func (r *result) telemetry(c *otlptest.Receiver, svc *service) {
+	spans, exports := c.SpanCount(), c.Count()
+	r.text += fmt.Sprintf("telemetry: %d spans and %d metric exports received over OTLP\n", spans, exports)
+	if spans == 0 || exports == 0 {
+		r.problems = append(r.problems, "no spans or no metric exports arrived at the collector")
+	}
+	if bad := c.Refused(); len(bad) > 0 {
+		r.problems = append(r.problems, fmt.Sprintf("the collector refused %d exports: %s", len(bad), bad[0]))
+	}
+	if b, _ := os.ReadFile(svc.out.Name()); bytes.Contains(b, []byte("export failed")) {
+		r.problems = append(r.problems, "the service logged a failed telemetry export")
+	}
 }
 
 func mib(b int64) float64 { return float64(b) / (1 << 20) }

@@ -159,8 +159,8 @@ type Service struct {
 // leaks them into the child.
 var settingPrefixes = []string{"APP__", "DATABASE__", "SECURITY__", "AUTHENTICATION__", "LOG__", "OTEL_", "LIMITS__", "CACHE__"}
 
-// Start runs the service with db's settings, a random key, logs in a temp dir, metrics off and
-// a free port; env overrides any of them (an empty value unsets it). It waits until /v1/ping
+// Start runs the service with db's settings, a random key, logs in a temp dir, metrics and
+// traces off and a free port; env overrides any of them (an empty value unsets it). It waits until /v1/ping
 // answers and stops the process at cleanup.
 func Start(t testing.TB, db DB, env map[string]string) *Service {
 	t.Helper()
@@ -207,6 +207,7 @@ func launch(t testing.TB, db DB, env map[string]string) (*Service, error) {
 		"AUTHENTICATION__API_KEY":    RandomKey(),
 		"LOG__PATH":                  t.TempDir(),
 		"OTEL_METRICS_EXPORTER":      "none",
+		"OTEL_TRACES_EXPORTER":       "none",
 		"DATABASE__POOL_SIZE":        "2",
 		"APP__SHUTDOWN_TIMEOUT":      "10",
 		"LOG__CONSOLE__FORMAT":       "plain",

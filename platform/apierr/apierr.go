@@ -18,6 +18,8 @@ type Code string
 const (
 	BadUserInput       Code = "BAD_USER_INPUT"
 	Unauthenticated    Code = "UNAUTHENTICATED"
+	Forbidden          Code = "FORBIDDEN"    // a valid key without the route's scope
+	RateLimited        Code = "RATE_LIMITED" // a key over its rate (with Retry-After)
 	ServiceUnavailable Code = "SERVICE_UNAVAILABLE"
 	Internal           Code = "INTERNAL"
 	NotFound           Code = "NOT_FOUND"
@@ -108,6 +110,10 @@ func Status(code Code) int {
 		return http.StatusBadRequest
 	case Unauthenticated:
 		return http.StatusUnauthorized
+	case Forbidden:
+		return http.StatusForbidden
+	case RateLimited:
+		return http.StatusTooManyRequests
 	case ServiceUnavailable:
 		return http.StatusServiceUnavailable
 	case NotFound:

@@ -1,84 +1,249 @@
-// Package auth checks the API key of specification section 5 and contract section 4.
+// Package auth checks API keys (specification section 5, contract sections 4 and 6.7): the
+// single AUTHENTICATION__API_KEY, valid for every scope, and the named keys of
+// AUTHENTICATION__API_KEYS_FILE with their scopes and rate limits, read again on SIGHUP and when
+// the file changes (reload.go). Keys are kept only as SHA-256 digests and compared in constant
+// time; no key, digest or hash is ever logged.
 package auth
 
 import (
 	"crypto/sha256"
 	"crypto/subtle"
+	"fmt"
 	"log/slog"
+	"math"
+	"strconv"
 	"strings"
+	"sync/atomic"
+	"time"
 
 	"github.com/gofiber/fiber/v2"
+	"golang.org/x/time/rate"
 
+	"github.com/emsanalytics/emsquery/platform/apierr"
 	"github.com/emsanalytics/emsquery/platform/config"
 )
 
 // ExportHeader is checked by the CSV export in addition to the configured header.
 const ExportHeader = "SERVICE-X-API-KEY"
 
-// Checker compares presented keys with the configured one. It keeps only a digest of the key:
-// comparing fixed-length digests in constant time reveals neither the key nor its length.
-type Checker struct {
-	header    string
-	bearerOK  bool
-	keyDigest [sha256.Size]byte
+// key is one key in force.
+type key struct {
+	name   string
+	digest [sha256.Size]byte
+	scopes scopeSet
+	rate   float64 // requests per second; 0: no limit
+	burst  int
+	// limiter is shared by the key's requests; a reload keeps it for a key of the same name.
+	limiter *rate.Limiter
 }
 
-// NewChecker returns the checker for the settings. A key shorter than config.MinKeyLength is
-// accepted (the specification has a short default) with a warning that never shows the key.
-func NewChecker(a config.Authentication, log *slog.Logger) *Checker {
+// keySet is the keys in force. It is never changed once published: a reload builds a new one.
+type keySet struct {
+	keys     []key
+	fromFile int // how many came from the file (the rest: AUTHENTICATION__API_KEY)
+}
+
+// find returns the key whose digest is presented's, or nil. It compares presented's digest with
+// every key's, in constant time and without stopping at a match, so that the time taken tells
+// neither the key nor which key matched (only how many keys there are). Digests have a fixed
+// length, so the key's length does not show either.
+func (s *keySet) find(presented string) *key {
+	if presented == "" {
+		return nil
+	}
+	d := sha256.Sum256([]byte(presented))
+	found := -1
+	for i := range s.keys {
+		found = subtle.ConstantTimeSelect(subtle.ConstantTimeCompare(d[:], s.keys[i].digest[:]), i, found)
+	}
+	if found < 0 {
+		return nil
+	}
+	return &s.keys[found]
+}
+
+func (s *keySet) byName(name string) *key {
+	for i := range s.keys {
+		if s.keys[i].name == name {
+			return &s.keys[i]
+		}
+	}
+	return nil
+}
+
+// Checker checks the keys of requests. Its keys can be replaced while it serves (reload.go).
+type Checker struct {
+	header   string
+	bearerOK bool
+	log      *slog.Logger
+	file     string
+	poll     time.Duration // 0: reload on SIGHUP only
+	fallback *key          // AUTHENTICATION__API_KEY; nil when unset
+	keys     atomic.Pointer[keySet]
+	watch    *watcher
+}
+
+// NewChecker returns the checker for the settings, with the keys file read (an error names
+// AUTHENTICATION__API_KEYS_FILE and stops the start) and watched for changes and SIGHUP until the
+// cleanup. A key in AUTHENTICATION__API_KEY shorter than config.MinKeyLength is accepted (the
+// specification has a short default) with a warning that never shows the key.
+func NewChecker(a config.Authentication, log *slog.Logger) (*Checker, func(), error) {
 	if a.WeakKey() {
 		log.Warn("AUTHENTICATION__API_KEY is shorter than 32 characters; choose a long random value",
 			"min_length", config.MinKeyLength)
 	}
 	h := string(a.APIKeyHeader)
-	return &Checker{
-		header:    h,
-		bearerOK:  strings.EqualFold(h, fiber.HeaderAuthorization),
-		keyDigest: sha256.Sum256([]byte(a.APIKey.Reveal())),
+	c := &Checker{
+		header:   h,
+		bearerOK: strings.EqualFold(h, fiber.HeaderAuthorization),
+		log:      log,
+		file:     strings.TrimSpace(a.APIKeysFile),
+		poll:     time.Duration(a.APIKeysPollInterval) * time.Second,
 	}
+	if k := a.APIKey.Reveal(); k != "" {
+		c.fallback = &key{name: DefaultKeyName, digest: sha256.Sum256([]byte(k)), scopes: scopeSet(1<<len(AllScopes) - 1)}
+	}
+	var seen [sha256.Size]byte
+	if c.file == "" {
+		set := &keySet{}
+		if c.fallback != nil {
+			set.keys = append(set.keys, *c.fallback)
+		}
+		c.keys.Store(set)
+		log.Info("API key: AUTHENTICATION__API_KEY (every scope)")
+	} else {
+		set, digest, err := c.load()
+		if err != nil {
+			return nil, nil, fmt.Errorf("AUTHENTICATION__API_KEYS_FILE: %s: %w", c.file, err)
+		}
+		c.keys.Store(set)
+		seen = digest
+		log.Info("API keys read", "file", c.file, "keys", set.fromFile, "names", set.names(),
+			"default_key", c.fallback != nil, "poll_interval", c.poll.String())
+		if len(set.keys) == 0 {
+			log.Warn("no API key in force: the keys file lists none and AUTHENTICATION__API_KEY is not set; every request that needs a key is refused until the file lists one",
+				"file", c.file)
+		}
+	}
+	c.watch = startWatcher(c, seen)
+	return c, c.watch.stop, nil
+}
+
+func (s *keySet) names() []string {
+	out := make([]string, 0, len(s.keys))
+	for _, k := range s.keys {
+		out = append(out, k.name)
+	}
+	return out
 }
 
 // Header is the configured header name.
 func (c *Checker) Header() string { return c.header }
 
-// valid compares one presented key with the configured one in constant time.
-func (c *Checker) valid(presented string) bool {
-	if presented == "" {
-		return false
-	}
-	d := sha256.Sum256([]byte(presented))
-	return subtle.ConstantTimeCompare(d[:], c.keyDigest[:]) == 1
-}
-
-// Allowed says whether the request carries the key in the configured header. With the
-// Authorization header, both "<key>" and "Bearer <key>" are accepted.
-func (c *Checker) Allowed(ctx *fiber.Ctx) bool {
+// presented is the key the request carries in the configured header. With the Authorization
+// header, both "<key>" and "Bearer <key>" are accepted.
+func (c *Checker) presented(ctx *fiber.Ctx) string {
 	v := ctx.Get(c.header)
 	if c.bearerOK {
 		if scheme, rest, ok := strings.Cut(v, " "); ok && strings.EqualFold(scheme, "Bearer") {
 			v = strings.TrimSpace(rest)
 		}
 	}
-	return c.valid(v)
+	return v
 }
 
-// ExportAllowed says whether the request also carries the key in SERVICE-X-API-KEY, which the
-// export demands whatever the configured header is.
-func (c *Checker) ExportAllowed(ctx *fiber.Ctx) bool {
-	return c.Allowed(ctx) && c.valid(ctx.Get(ExportHeader))
+// Refusal is an answer to a request the checker does not let through: 401 UNAUTHENTICATED,
+// 403 FORBIDDEN or 429 RATE_LIMITED, with a message for the client.
+type Refusal struct {
+	Status  int
+	Code    apierr.Code
+	Message string
 }
 
-// Require returns middleware that lets a request through only when check passes, and answers
-// with deny otherwise. CORS preflights never carry keys, so they pass; the CORS middleware
-// answers them before any handler runs.
-func (c *Checker) Require(check func(*fiber.Ctx) bool, deny fiber.Handler) fiber.Handler {
+// Refuse writes a refusal in the body the route uses: a GraphQL errors body on GraphQL paths,
+// the REST body elsewhere.
+type Refuse func(*fiber.Ctx, Refusal) error
+
+// keyNameLocal is the Fiber local that holds the name of the request's key.
+const keyNameLocal = "emsquery.api_key.name"
+
+// KeyName is the name of the key the request was checked with ("" before the check, or when it
+// carried no valid key): for the access line and the request metrics. Never the key.
+func KeyName(ctx *fiber.Ctx) string {
+	name, _ := ctx.Locals(keyNameLocal).(string)
+	return name
+}
+
+// Require returns middleware that lets a request through only with a valid key that has scope
+// and is within its rate. The export (ScopeExport) also needs the same key in
+// SERVICE-X-API-KEY (one header does both when it is the configured header). CORS preflights
+// never carry keys, so they pass; the CORS middleware answers them before any handler runs.
+func (c *Checker) Require(scope Scope, refuse Refuse) fiber.Handler {
 	return func(ctx *fiber.Ctx) error {
 		if ctx.Method() == fiber.MethodOptions {
 			return ctx.Next()
 		}
-		if !check(ctx) {
-			return deny(ctx)
+		set := c.keys.Load()
+		k := set.find(c.presented(ctx))
+		if k == nil || scope == ScopeExport && !strings.EqualFold(c.header, ExportHeader) && set.find(ctx.Get(ExportHeader)) != k {
+			return refuse(ctx, Refusal{Status: fiber.StatusUnauthorized, Code: apierr.Unauthenticated, Message: c.unauthorizedMessage(ctx, scope)})
+		}
+		ctx.Locals(keyNameLocal, k.name)
+		if !k.scopes.has(scope) {
+			return refuse(ctx, Refusal{Status: fiber.StatusForbidden, Code: apierr.Forbidden, Message: fmt.Sprintf(
+				"the API key %q may not use %s (scope %s); its scopes: %s", k.name, scopePath(scope), scope, strings.Join(k.scopes.names(), ", "))})
+		}
+		if wait := k.wait(time.Now()); wait > 0 {
+			secs := int(math.Ceil(wait.Seconds()))
+			ctx.Set(fiber.HeaderRetryAfter, strconv.Itoa(secs))
+			return refuse(ctx, Refusal{Status: fiber.StatusTooManyRequests, Code: apierr.RateLimited, Message: fmt.Sprintf(
+				"the API key %q is over its rate limit (%s requests per second, burst %d); retry after %d s",
+				k.name, strconv.FormatFloat(k.rate, 'f', -1, 64), k.burst, secs)})
 		}
 		return ctx.Next()
+	}
+}
+
+// wait takes one request from the key's rate and returns zero, or returns how long the client
+// should wait before the next request would be allowed (and takes nothing).
+func (k *key) wait(now time.Time) time.Duration {
+	if k.limiter == nil {
+		return 0
+	}
+	r := k.limiter.ReserveN(now, 1)
+	if !r.OK() {
+		return time.Second
+	}
+	d := r.DelayFrom(now)
+	if d > 0 {
+		r.CancelAt(now)
+	}
+	return d
+}
+
+func (c *Checker) unauthorizedMessage(ctx *fiber.Ctx, scope Scope) string {
+	if scope == ScopeExport {
+		if !strings.EqualFold(c.header, ExportHeader) {
+			return "missing or wrong API key: the export needs the same key in both the " + c.header + " and the " + ExportHeader + " header"
+		}
+		return "missing or wrong API key: send it in the " + ExportHeader + " header"
+	}
+	if ctx.Get(c.header) == "" {
+		return "missing API key: send it in the " + c.header + " header"
+	}
+	return "wrong API key in header " + c.header
+}
+
+// scopePath is what a scope gives access to, for messages.
+func scopePath(s Scope) string {
+	switch s {
+	case ScopeGraphQL:
+		return "/graphql"
+	case ScopeServe:
+		return "/serve/graphql"
+	case ScopeLookups:
+		return "/lookups/graphql"
+	default:
+		return "the CSV export"
 	}
 }

@@ -22,6 +22,7 @@ type Config struct {
 	Authentication Authentication
 	Log            Log
 	Metrics        Metrics
+	Traces         Traces
 	Limits         Limits
 	Cache          Cache
 }
@@ -70,6 +71,13 @@ type App struct {
 	HealthChecksEnabled Switch   `env:"APP__HEALTH_CHECKS_ENABLED" env-default:"true"`
 	MaxBodyBytes        Bytes    `env:"APP__MAX_BODY_BYTES" env-default:"1048576"`
 	ShutdownTimeout     Seconds  `env:"APP__SHUTDOWN_TIMEOUT" env-default:"30"`
+	// ReadTimeout bounds reading one request, headers and body; IdleTimeout closes a keep-alive
+	// connection that sends no next request; MaxConnections bounds open connections (past it
+	// new ones are closed at once). Together they keep slow or idle clients from holding the
+	// service's connections and file descriptors.
+	ReadTimeout    Seconds `env:"APP__READ_TIMEOUT" env-default:"30"`
+	IdleTimeout    Seconds `env:"APP__IDLE_TIMEOUT" env-default:"120"`
+	MaxConnections Count   `env:"APP__MAX_CONNECTIONS" env-default:"10000"`
 }
 
 type Database struct {
@@ -108,7 +116,14 @@ type CORS struct {
 
 type Authentication struct {
 	APIKeyHeader HeaderName `env:"AUTHENTICATION__API_KEY_HEADER" env-default:"x-api-key"`
-	APIKey       Secret     `env:"AUTHENTICATION__API_KEY"`
+	// APIKey is the specification's single key, valid for every scope.
+	APIKey Secret `env:"AUTHENTICATION__API_KEY"`
+	// APIKeysFile is a JSON file of named keys (stored as SHA-256) with scopes and rate limits;
+	// platform/auth reads it, and again on SIGHUP and when it changes.
+	APIKeysFile string `env:"AUTHENTICATION__API_KEYS_FILE"`
+	// APIKeysPollInterval is how often (whole seconds) the file is read to see whether it
+	// changed; 0 leaves reloading to SIGHUP alone.
+	APIKeysPollInterval Count `env:"AUTHENTICATION__API_KEYS_POLL_INTERVAL" env-default:"1"`
 }
 
 type Log struct {
@@ -156,9 +171,81 @@ type OTLP struct {
 }
 
 // Disabled says whether OTEL_SDK_DISABLED is true.
-func (m Metrics) Disabled() bool {
-	v, _ := strconv.ParseBool(strings.TrimSpace(m.SDKDisabled))
-	return v
+func (m Metrics) Disabled() bool { return sdkDisabled(m.SDKDisabled) }
+
+func sdkDisabled(v string) bool {
+	b, _ := strconv.ParseBool(strings.TrimSpace(v))
+	return b
+}
+
+// Traces holds the OpenTelemetry variables for traces that the service acts on. The SDK reads
+// the sampler (OTEL_TRACES_SAMPLER, OTEL_TRACES_SAMPLER_ARG), the batch processor's OTEL_BSP_*
+// and the exporter's OTEL_EXPORTER_OTLP_* itself; the ones here are checked at start-up, so that
+// a bad value stops the start instead of being ignored, and decide what to build and log.
+type Traces struct {
+	Exporters   string `env:"OTEL_TRACES_EXPORTER" env-default:"otlp"`
+	SDKDisabled string `env:"OTEL_SDK_DISABLED"`
+	Sampler     string `env:"OTEL_TRACES_SAMPLER"`
+	SamplerArg  string `env:"OTEL_TRACES_SAMPLER_ARG"`
+	// ResourceAttributes is quoted in the error when the SDK cannot parse it.
+	ResourceAttributes string `env:"OTEL_RESOURCE_ATTRIBUTES"`
+	// The signal-specific variable wins over the general one.
+	Protocol       string `env:"OTEL_EXPORTER_OTLP_PROTOCOL"`
+	TracesProtocol string `env:"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"`
+	Endpoint       string `env:"OTEL_EXPORTER_OTLP_ENDPOINT"`
+	TracesEndpoint string `env:"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"`
+}
+
+// Disabled says whether OTEL_SDK_DISABLED is true.
+func (t Traces) Disabled() bool { return sdkDisabled(t.SDKDisabled) }
+
+// Enabled says whether traces are exported: OTEL_TRACES_EXPORTER names otlp and the SDK is not
+// disabled.
+func (t Traces) Enabled() bool {
+	on, _ := t.exporter()
+	return on && !t.Disabled()
+}
+
+// exporter reads OTEL_TRACES_EXPORTER: otlp (the SDK's default) or none, or a comma list of
+// them; true when otlp is among them.
+func (t Traces) exporter() (bool, error) {
+	otlp := false
+	for _, name := range strings.Split(t.Exporters, ",") {
+		switch strings.ToLower(strings.TrimSpace(name)) {
+		case "", "none":
+		case "otlp":
+			otlp = true
+		default:
+			return false, fmt.Errorf("OTEL_TRACES_EXPORTER: %q is not otlp or none", t.Exporters)
+		}
+	}
+	return otlp, nil
+}
+
+// samplers are the values of OTEL_TRACES_SAMPLER the SDK understands; true when it takes a
+// ratio in OTEL_TRACES_SAMPLER_ARG.
+var samplers = map[string]bool{
+	"always_on": false, "always_off": false, "traceidratio": true,
+	"parentbased_always_on": false, "parentbased_always_off": false, "parentbased_traceidratio": true,
+}
+
+// checkSampler refuses a sampler or ratio that the SDK would otherwise ignore with a log line
+// nobody reads, falling back to sampling everything.
+func (t Traces) checkSampler() []string {
+	name := strings.ToLower(strings.TrimSpace(t.Sampler))
+	if name == "" {
+		return nil
+	}
+	ratio, ok := samplers[name]
+	if !ok {
+		return []string{fmt.Sprintf("OTEL_TRACES_SAMPLER: %q is not one of always_on, always_off, traceidratio, parentbased_always_on, parentbased_always_off, parentbased_traceidratio", t.Sampler)}
+	}
+	if arg := strings.TrimSpace(t.SamplerArg); ratio && arg != "" {
+		if f, err := strconv.ParseFloat(arg, 64); err != nil || f < 0 || f > 1 {
+			return []string{fmt.Sprintf("OTEL_TRACES_SAMPLER_ARG: %q is not a ratio between 0 and 1", t.SamplerArg)}
+		}
+	}
+	return nil
 }
 
 // Endpoint is one database host and its port.
@@ -241,8 +328,8 @@ func explain(err error) error {
 
 func (c *Config) validate() error {
 	var errs []string
-	if strings.TrimSpace(c.Authentication.APIKey.Reveal()) == "" {
-		errs = append(errs, "AUTHENTICATION__API_KEY: not set; the service refuses to start without an API key (choose a long random value)")
+	if strings.TrimSpace(c.Authentication.APIKey.Reveal()) == "" && strings.TrimSpace(c.Authentication.APIKeysFile) == "" {
+		errs = append(errs, "AUTHENTICATION__API_KEY: not set, and no AUTHENTICATION__API_KEYS_FILE either; the service refuses to start without an API key (choose a long random value, or list named keys in a keys file)")
 	}
 	if n, m := len(c.Database.Hosts), len(c.Database.Ports); m != 1 && m != n {
 		errs = append(errs, fmt.Sprintf("DATABASE__PORT: %d ports for %d hosts in DATABASE__HOST; give one port for all hosts or one per host", m, n))
@@ -273,9 +360,16 @@ func (c *Config) validate() error {
 			errs = append(errs, fmt.Sprintf("%s: %d; the limit must be at least 1", name, v))
 		}
 	}
+	if c.App.MaxConnections < 1 {
+		errs = append(errs, fmt.Sprintf("APP__MAX_CONNECTIONS: %d; the service needs at least 1 connection", c.App.MaxConnections))
+	}
 	if _, err := c.Metrics.ExporterList(); err != nil {
 		errs = append(errs, err.Error())
 	}
+	if _, err := c.Traces.exporter(); err != nil {
+		errs = append(errs, err.Error())
+	}
+	errs = append(errs, c.Traces.checkSampler()...)
 	if len(errs) > 0 {
 		return errors.New(strings.Join(errs, "; "))
 	}
@@ -304,5 +398,5 @@ func (m Metrics) ExporterList() ([]string, error) {
 	return out, nil
 }
 
-// WeakKey says whether the API key is shorter than MinKeyLength.
-func (a Authentication) WeakKey() bool { return len(a.APIKey) < MinKeyLength }
+// WeakKey says whether the API key is set and shorter than MinKeyLength.
+func (a Authentication) WeakKey() bool { return a.APIKey != "" && len(a.APIKey) < MinKeyLength }

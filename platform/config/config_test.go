@@ -18,7 +18,7 @@ func setenv(t *testing.T, vars map[string]string) {
 	t.Helper()
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
-		for _, p := range []string{"APP__", "DATABASE__", "SECURITY__", "AUTHENTICATION__", "LOG__", "OTEL_METRICS_EXPORTER", "OTEL_EXPORTER_PROMETHEUS_", "LIMITS__", "CACHE__"} {
+		for _, p := range []string{"APP__", "DATABASE__", "SECURITY__", "AUTHENTICATION__", "LOG__", "OTEL_METRICS_EXPORTER", "OTEL_EXPORTER_PROMETHEUS_", "OTEL_TRACES_", "OTEL_SDK_DISABLED", "LIMITS__", "CACHE__"} {
 			if strings.HasPrefix(k, p) {
 				t.Setenv(k, "")
 				os.Unsetenv(k)
@@ -46,6 +46,13 @@ func TestDefaults(t *testing.T) {
 		{"APP__ROOT_PATH", cfg.App.RootPath, config.RootPath("")},
 		{"APP__HEALTH_CHECKS_ENABLED", cfg.App.HealthChecksEnabled, config.Switch(true)},
 		{"APP__MAX_BODY_BYTES", cfg.App.MaxBodyBytes, config.Bytes(1 << 20)},
+		{"APP__READ_TIMEOUT", cfg.App.ReadTimeout.Duration(), 30 * time.Second},
+		{"APP__IDLE_TIMEOUT", cfg.App.IdleTimeout.Duration(), 120 * time.Second},
+		{"APP__MAX_CONNECTIONS", cfg.App.MaxConnections, config.Count(10000)},
+		{"AUTHENTICATION__API_KEYS_FILE", cfg.Authentication.APIKeysFile, ""},
+		{"AUTHENTICATION__API_KEYS_POLL_INTERVAL", cfg.Authentication.APIKeysPollInterval, config.Count(1)},
+		{"OTEL_TRACES_EXPORTER", cfg.Traces.Exporters, "otlp"},
+		{"traces enabled", cfg.Traces.Enabled(), true},
 		{"DATABASE__HOST", cfg.Database.Hosts, config.Hosts{"localhost"}},
 		{"DATABASE__PORT", cfg.Database.Ports, config.Ports{5432}},
 		{"DATABASE__TARGET_SESSION_ATTRS", cfg.Database.TargetSessionAttrs, config.TargetAny},
@@ -211,6 +218,12 @@ func TestBadValuesNameTheirVariable(t *testing.T) {
 		{"LOG__FILE__MAX_FILES", "1"},
 		{"LOG__FILE__FILENAME", "../escape.log"},
 		{"OTEL_METRICS_EXPORTER", "zipkin"},
+		{"OTEL_TRACES_EXPORTER", "jaeger"},
+		{"OTEL_TRACES_SAMPLER", "sometimes"},
+		{"APP__READ_TIMEOUT", "0"},
+		{"APP__IDLE_TIMEOUT", "forever"},
+		{"APP__MAX_CONNECTIONS", "0"},
+		{"AUTHENTICATION__API_KEYS_POLL_INTERVAL", "-1"},
 		{"OTEL_EXPORTER_PROMETHEUS_PORT", "port"},
 		{"LIMITS__MAX_QUERY_DEPTH", "0"},
 		{"LIMITS__MAX_COLUMNS", "many"},
@@ -274,8 +287,42 @@ func TestSeveralHosts(t *testing.T) {
 func TestMissingKeyRefused(t *testing.T) {
 	setenv(t, nil)
 	_, err := config.Load("")
-	if err == nil || !strings.Contains(err.Error(), "AUTHENTICATION__API_KEY") {
-		t.Fatalf("err = %v; want a refusal naming AUTHENTICATION__API_KEY", err)
+	if err == nil || !strings.Contains(err.Error(), "AUTHENTICATION__API_KEY") || !strings.Contains(err.Error(), "AUTHENTICATION__API_KEYS_FILE") {
+		t.Fatalf("err = %v; want a refusal naming AUTHENTICATION__API_KEY and AUTHENTICATION__API_KEYS_FILE", err)
+	}
+	// A keys file alone is enough (platform/auth reads it).
+	setenv(t, map[string]string{"AUTHENTICATION__API_KEYS_FILE": "/etc/emsquery/keys.json"})
+	cfg, err := config.Load("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Authentication.WeakKey() {
+		t.Error("no AUTHENTICATION__API_KEY reported as a weak key")
+	}
+}
+
+func TestTraceSettings(t *testing.T) {
+	for _, c := range []struct {
+		env     map[string]string
+		enabled bool
+	}{
+		{map[string]string{"OTEL_TRACES_EXPORTER": "none"}, false},
+		{map[string]string{"OTEL_TRACES_EXPORTER": "otlp", "OTEL_SDK_DISABLED": "true"}, false},
+		{map[string]string{"OTEL_TRACES_EXPORTER": "OTLP", "OTEL_TRACES_SAMPLER": "parentbased_traceidratio", "OTEL_TRACES_SAMPLER_ARG": "0.25"}, true},
+	} {
+		c.env["AUTHENTICATION__API_KEY"] = "k"
+		setenv(t, c.env)
+		cfg, err := config.Load("")
+		if err != nil {
+			t.Fatalf("%v: %v", c.env, err)
+		}
+		if cfg.Traces.Enabled() != c.enabled {
+			t.Errorf("%v: enabled %v, want %v", c.env, cfg.Traces.Enabled(), c.enabled)
+		}
+	}
+	setenv(t, map[string]string{"AUTHENTICATION__API_KEY": "k", "OTEL_TRACES_SAMPLER": "traceidratio", "OTEL_TRACES_SAMPLER_ARG": "2"})
+	if _, err := config.Load(""); err == nil || !strings.Contains(err.Error(), "OTEL_TRACES_SAMPLER_ARG") {
+		t.Errorf("ratio 2 accepted: %v", err)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/emsanalytics/emsquery/platform/apierr"
 )
@@ -35,9 +36,13 @@ import (
 // TIMEOUT naming LIMITS__EXPORT_TIMEOUT; when ctx is done the error says so instead
 // (ClassifyContext). A failed write to w ends the COPY: pgconn closes the connection, which
 // cancels the query on the server, and the pool drops the connection on release.
-func (db *DB) CopyTo(ctx context.Context, op string, w io.Writer, copySQL string) (pgconn.CommandTag, error) {
+func (db *DB) CopyTo(ctx context.Context, op string, w io.Writer, copySQL string) (tag pgconn.CommandTag, err error) {
+	// The span names the operation but not the statement: its text holds the export's values.
+	spanCtx, span := db.spans.start(ctx, op, "")
+	defer func() { end(ctx, span, err) }()
 	for attempt := 1; ; attempt++ {
-		tag, retry, err := db.copyOnce(ctx, op, w, copySQL, attempt < maxAttempts)
+		var retry bool
+		tag, retry, err = db.copyOnce(spanCtx, span, op, w, copySQL, attempt < maxAttempts)
 		if !retry {
 			return tag, err
 		}
@@ -46,12 +51,13 @@ func (db *DB) CopyTo(ctx context.Context, op string, w io.Writer, copySQL string
 
 // copyOnce is one attempt of CopyTo. retry says that the connection was found dead before
 // anything reached w (see run), so the COPY may run again on another connection.
-func (db *DB) copyOnce(ctx context.Context, op string, w io.Writer, copySQL string, mayRetry bool) (pgconn.CommandTag, bool, error) {
+func (db *DB) copyOnce(ctx context.Context, span trace.Span, op string, w io.Writer, copySQL string, mayRetry bool) (pgconn.CommandTag, bool, error) {
 	conn, err := db.acquire(ctx)
 	if err != nil {
 		return pgconn.CommandTag{}, false, err
 	}
 	defer conn.Release()
+	connected(span, conn)
 	pg := conn.Conn().PgConn()
 	if enc, ds := pg.ParameterStatus("client_encoding"), pg.ParameterStatus("DateStyle"); enc != "UTF8" || !strings.HasPrefix(ds, "ISO") {
 		return pgconn.CommandTag{}, false, fmt.Errorf("the connection has client_encoding %q and DateStyle %q; it needs UTF8 and ISO", enc, ds)

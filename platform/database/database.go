@@ -21,6 +21,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/emsanalytics/emsquery/platform/apierr"
 	"github.com/emsanalytics/emsquery/platform/config"
@@ -37,6 +38,7 @@ type DB struct {
 	statementTimeout time.Duration
 	exportTimeout    time.Duration
 	metrics          *poolMetrics
+	spans            statementSpans
 	reach            *reachability
 	// session is what every statement's transaction starts with behind a transaction pooler
 	// (DATABASE__TRANSACTION_POOLING); empty when the session settings travel at connect.
@@ -46,9 +48,9 @@ type DB struct {
 
 // Open builds the pool. It does not wait for the database: the service starts, and healthz
 // reports 503, while the database is down. The pool's statistics, the waits for a connection and
-// the repositories' operations are measured on mp. Every statement runs with
-// LIMITS__STATEMENT_TIMEOUT as its statement_timeout.
-func Open(d config.Database, limits config.Limits, log *slog.Logger, mp metric.MeterProvider) (*DB, func(), error) {
+// the repositories' operations are measured on mp; every statement is a span of tp's. Every
+// statement runs with LIMITS__STATEMENT_TIMEOUT as its statement_timeout.
+func Open(d config.Database, limits config.Limits, log *slog.Logger, mp metric.MeterProvider, tp trace.TracerProvider) (*DB, func(), error) {
 	pc, err := PoolConfig(d, limits)
 	if err != nil {
 		return nil, nil, err
@@ -74,7 +76,7 @@ func Open(d config.Database, limits config.Limits, log *slog.Logger, mp metric.M
 		"tls", tlsMode(d), "pool_size", int(d.PoolSize), "max_overflow", int(d.MaxOverflow),
 		"statement_timeout", limits.StatementTimeout.Duration().String())
 	reach := newReachability(pool, log, len(eps))
-	db := &DB{pool: pool, poolTimeout: d.PoolTimeout.Duration(), metrics: m, reach: reach,
+	db := &DB{pool: pool, poolTimeout: d.PoolTimeout.Duration(), metrics: m, reach: reach, spans: newStatementSpans(tp, d),
 		statementTimeout: limits.StatementTimeout.Duration(), exportTimeout: limits.ExportTimeout.Duration(),
 		endpoints: eps}
 	if d.TransactionPooling {

@@ -19,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"go.opentelemetry.io/otel/metric/noop"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/emsanalytics/emsquery/internal/pgtest"
 	"github.com/emsanalytics/emsquery/internal/servicetest"
@@ -49,7 +50,7 @@ func testConfig(host string, port int, name, password string) *config.Config {
 func open(t *testing.T, cfg *config.Config) (*DB, *servicetest.Buffer) {
 	t.Helper()
 	logs := &servicetest.Buffer{}
-	db, cleanup, err := Open(cfg.Database, cfg.Limits, slog.New(slog.NewTextHandler(logs, nil)), noop.NewMeterProvider())
+	db, cleanup, err := Open(cfg.Database, cfg.Limits, slog.New(slog.NewTextHandler(logs, nil)), noop.NewMeterProvider(), tracenoop.NewTracerProvider())
 	if err != nil {
 		t.Fatal(err)
 	}

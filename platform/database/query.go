@@ -14,8 +14,8 @@ import (
 )
 
 // The helpers below are the repositories' only way to the database. Each runs one statement
-// on a pooled connection through run, so that every statement is measured the same way (and
-// traced, where spans will be started).
+// on a pooled connection through run, so that every statement is measured and traced the same
+// way.
 //
 // op names the operation in errors ("unique counts: ...") and in the db.client.operation.duration
 // metric's db.operation.name, so it is a constant of the repository, never built from the
@@ -34,9 +34,10 @@ type querier interface {
 // maxAttempts bounds how often run tries a statement whose connection turned out to be dead.
 const maxAttempts = 3
 
-// run acquires a connection (see acquire), runs fn on it as operation op and releases it. The
-// operation's duration, from sending the statement to the last row read, is recorded with its
-// outcome; its error comes back classified (see classify) and wrapped with op.
+// run acquires a connection (see acquire), runs fn on it as operation op, whose statement is q,
+// and releases it. The operation is a span (spans.go) from the wait for a connection to the last
+// row read, and its duration, from sending the statement to the last row read, is recorded with
+// its outcome; its error comes back classified (see classify) and wrapped with op.
 //
 // A connection can be dead before the statement is sent: its server was stopped or restarted,
 // or failed over, while the connection sat idle in the pool. Every statement of the service
@@ -44,12 +45,15 @@ const maxAttempts = 3
 // yet (delivered is nil or says false), run drops the pool's idle connections to that server
 // and runs the statement again on another connection, up to maxAttempts in all: a host that
 // fails costs only the requests whose rows were already on their way.
-func (db *DB) run(ctx context.Context, op string, fn func(querier) error, delivered func() bool) error {
+func (db *DB) run(ctx context.Context, op, q string, fn func(querier) error, delivered func() bool) error {
+	spanCtx, span := db.spans.start(ctx, op, q)
 	for attempt := 1; ; attempt++ {
-		conn, err := db.acquire(ctx)
+		conn, err := db.acquire(spanCtx)
 		if err != nil {
+			end(ctx, span, err)
 			return fmt.Errorf("%s: %w", op, err)
 		}
+		connected(span, conn)
 		start := time.Now()
 		err = db.inTransaction(ctx, conn, fn)
 		if err != nil && attempt < maxAttempts && ctx.Err() == nil && connectionLost(err) && (delivered == nil || !delivered()) {
@@ -60,6 +64,7 @@ func (db *DB) run(ctx context.Context, op string, fn func(querier) error, delive
 		}
 		conn.Release()
 		db.metrics.operation(ctx, op, start, err)
+		end(ctx, span, err)
 		if err != nil {
 			return fmt.Errorf("%s: %w", op, db.classify(ctx, err))
 		}
@@ -129,7 +134,7 @@ func (db *DB) dropIdle(ctx context.Context, addr string) {
 // Collect runs query q with args and scans every row with scan.
 func Collect[T any](ctx context.Context, db *DB, op, q string, args []any, scan pgx.RowToFunc[T]) ([]T, error) {
 	var out []T
-	err := db.run(ctx, op, func(conn querier) error {
+	err := db.run(ctx, op, q, func(conn querier) error {
 		rows, err := conn.Query(ctx, q, args...)
 		if err != nil {
 			return err
@@ -146,7 +151,7 @@ func Collect[T any](ctx context.Context, db *DB, op, q string, args []any, scan 
 // QueryRow runs query q with args, which returns one row, and scans it into dest. No row is
 // pgx.ErrNoRows.
 func (db *DB) QueryRow(ctx context.Context, op, q string, args []any, dest ...any) error {
-	return db.run(ctx, op, func(conn querier) error {
+	return db.run(ctx, op, q, func(conn querier) error {
 		return conn.QueryRow(ctx, q, args...).Scan(dest...)
 	}, nil)
 }
@@ -156,7 +161,7 @@ func (db *DB) QueryRow(ctx context.Context, op, q string, args []any, dest ...an
 // and comes back, classified and wrapped with op like the database's).
 func (db *DB) ForEachRow(ctx context.Context, op, q string, args []any, dest []any, fn func() error) error {
 	called := false
-	return db.run(ctx, op, func(conn querier) error {
+	return db.run(ctx, op, q, func(conn querier) error {
 		rows, err := conn.Query(ctx, q, args...)
 		if err != nil {
 			return err

@@ -1,8 +1,8 @@
 // Package graphqlserver is the service's GraphQL engine: gqlgen's server for one endpoint's
 // schema, with explicit transports, the parsed-query and persisted-query caches (cache.go), the
-// document limits (limits.go), the contract's error codes, the direct-JSON path (directjson.go)
-// and the endpoint's operation metrics (metrics.go); and CheckRequest, which answers a request
-// that is not a GraphQL request before gqlgen reads it (request.go).
+// document limits (limits.go), the contract's error codes, the direct-JSON path (directjson.go),
+// the endpoint's operation metrics (metrics.go) and spans (tracing.go); and CheckRequest, which
+// answers a request that is not a GraphQL request before gqlgen reads it (request.go).
 //
 // The engine is a net/http handler; the server mounts it on Fiber through platform/httpbridge.
 // Everything it needs comes in through Options: the package knows no endpoint and no module.
@@ -20,6 +20,7 @@ import (
 	"github.com/99designs/gqlgen/graphql/handler/transport"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/emsanalytics/emsquery/platform/apierr"
 	"github.com/emsanalytics/emsquery/platform/httpbridge"
@@ -40,6 +41,8 @@ type Options struct {
 	// (seconds); a nil Meter measures nothing.
 	Meter           metric.Meter
 	DurationBuckets []float64
+	// TracerProvider makes each operation a span (tracing.go); nil traces nothing.
+	TracerProvider trace.TracerProvider
 	// DirectJSON, when set, has platform/gqljson write the values of the types it lists; nil
 	// leaves every answer to gqlgen's own marshaling.
 	DirectJSON *DirectJSON
@@ -56,6 +59,7 @@ func New(es graphql.ExecutableSchema, o Options) *handler.Server {
 	// Persisted queries first: the limits check the document a hash stands for.
 	srv.Use(persistedQueries{extension.AutomaticPersistedQuery{Cache: newAPQCache()}})
 	srv.Use(newQueryLimits(o.MaxQueryDepth, o.MaxQueryComplexity, cache))
+	srv.Use(newOperationTrace(o.TracerProvider))
 	srv.Use(newOperationMetrics(o))
 	useDirectJSON(srv, es, o.DirectJSON)
 	srv.SetErrorPresenter(presentError(o.Log))

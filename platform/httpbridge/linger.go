@@ -4,6 +4,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -20,15 +21,25 @@ const (
 	lingerMaxBytes = 256 << 20
 )
 
-// Lingering returns ln with connections whose Close lingers (see above).
+// Lingering returns ln with connections whose Close lingers (see above). It takes TCP
+// connections, and connections that wrap one and keep its CloseWrite and SyscallConn (those of
+// platform/connlimit, which give their place back only when the socket is closed).
 func Lingering(ln net.Listener) net.Listener { return lingeringListener{ln} }
 
 type lingeringListener struct{ net.Listener }
 
+// tcpConn is what a lingering close needs of a connection; SyscallConn lets the client watch
+// (Watched) look at the socket through the wrapper.
+type tcpConn interface {
+	net.Conn
+	syscall.Conn
+	CloseWrite() error
+}
+
 func (l lingeringListener) Accept() (net.Conn, error) {
 	c, err := l.Listener.Accept()
-	if tc, ok := c.(*net.TCPConn); ok && err == nil {
-		return &lingeringConn{TCPConn: tc}, nil
+	if tc, ok := c.(tcpConn); ok && err == nil {
+		return &lingeringConn{tcpConn: tc}, nil
 	}
 	return c, err
 }
@@ -36,21 +47,21 @@ func (l lingeringListener) Accept() (net.Conn, error) {
 // lingeringConn is a TCP connection whose Close shuts down the sending side at once and closes
 // the socket in the background, once the client has stopped sending or lingerTimeout passed.
 type lingeringConn struct {
-	*net.TCPConn
+	tcpConn
 	once sync.Once
 }
 
 func (c *lingeringConn) Close() error {
 	var err error
 	c.once.Do(func() {
-		if err = c.TCPConn.CloseWrite(); err != nil {
-			err = c.TCPConn.Close()
+		if err = c.tcpConn.CloseWrite(); err != nil {
+			err = c.tcpConn.Close()
 			return
 		}
 		go func() {
-			defer c.TCPConn.Close()
-			_ = c.TCPConn.SetReadDeadline(time.Now().Add(lingerTimeout))
-			_, _ = io.CopyN(io.Discard, c.TCPConn, lingerMaxBytes)
+			defer c.tcpConn.Close()
+			_ = c.tcpConn.SetReadDeadline(time.Now().Add(lingerTimeout))
+			_, _ = io.CopyN(io.Discard, c.tcpConn, lingerMaxBytes)
 		}()
 	})
 	return err

@@ -77,6 +77,14 @@ func TestPeerClosed(t *testing.T) {
 	if !peerClosed(raw) {
 		t.Fatal("a connection the client closed does not look closed")
 	}
+	// A passed read deadline (APP__READ_TIMEOUT, set when the request began) does not blind
+	// the look either.
+	if err := server.SetReadDeadline(time.Now().Add(-time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if !peerClosed(raw) {
+		t.Fatal("a connection the client closed does not look closed once the read deadline passed")
+	}
 }
 
 func TestWatchClient(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 
 	"github.com/natefinch/lumberjack/v3"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/emsanalytics/emsquery/platform/config"
 	"github.com/emsanalytics/emsquery/platform/requestctx"
@@ -87,13 +88,16 @@ func levelNames(groups []string, a slog.Attr) slog.Attr {
 	return a
 }
 
-// requestIDHandler adds the request id of the context to every record logged with one, so that
-// all lines about a request can be found by its id.
+// requestIDHandler adds the request id and the trace id of the context to every record logged
+// with one, so that all lines about a request can be found by its id, and its trace from them.
 type requestIDHandler struct{ slog.Handler }
 
 func (h requestIDHandler) Handle(ctx context.Context, r slog.Record) error {
 	if id := requestctx.RequestID(ctx); id != "" {
 		r.AddAttrs(slog.String("request_id", id))
+	}
+	if sc := trace.SpanContextFromContext(ctx); sc.HasTraceID() {
+		r.AddAttrs(slog.String("trace_id", sc.TraceID().String()))
 	}
 	return h.Handler.Handle(ctx, r)
 }

@@ -13,7 +13,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -23,7 +22,6 @@ import (
 	"github.com/prometheus/otlptranslator"
 	"go.opentelemetry.io/contrib/instrumentation/runtime"
 	"go.opentelemetry.io/otel"
-	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetricgrpc"
 	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetrichttp"
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
@@ -32,20 +30,10 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/exemplar"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
-	"go.opentelemetry.io/otel/sdk/resource"
 
 	"github.com/emsanalytics/emsquery/platform/config"
+	"github.com/emsanalytics/emsquery/platform/telemetry"
 )
-
-// Service identifies the running program in the metrics' resource (service.name,
-// service.version). OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES override it.
-type Service struct {
-	Name    string
-	Version string
-}
-
-// ReminderInterval is how often, at most, a collector that keeps failing is logged again.
-const ReminderInterval = 5 * time.Minute
 
 // shutdownTimeout bounds the final flush, so an unreachable collector cannot hold up the exit.
 const shutdownTimeout = 5 * time.Second
@@ -58,7 +46,7 @@ const cardinalityLimit = 2000
 // the scrape endpoint and flushes what is left. With no exporter (none, or OTEL_SDK_DISABLED=true)
 // it is a no-op provider: instruments cost nothing and nothing listens or is sent.
 // app is read for its port, which the scrape endpoint must not take.
-func New(m config.Metrics, app config.App, log *slog.Logger, svc Service) (metric.MeterProvider, func(), error) {
+func New(m config.Metrics, app config.App, log *slog.Logger, svc telemetry.Service) (metric.MeterProvider, func(), error) {
 	names, err := m.ExporterList()
 	if err != nil {
 		return nil, nil, err
@@ -72,11 +60,11 @@ func New(m config.Metrics, app config.App, log *slog.Logger, svc Service) (metri
 		return noop.NewMeterProvider(), func() {}, nil
 	}
 
-	res, err := newResource(svc, m.ResourceAttributes)
+	res, err := telemetry.NewResource(svc, m.ResourceAttributes)
 	if err != nil {
 		return nil, nil, err
 	}
-	elog := newExportLog(log, ReminderInterval)
+	elog := telemetry.NewExportLog(log, "metrics", telemetry.ReminderInterval)
 	otel.SetErrorHandler(elog)
 
 	opts := []sdkmetric.Option{
@@ -132,31 +120,6 @@ func New(m config.Metrics, app config.App, log *slog.Logger, svc Service) (metri
 	return mp, cleanup, nil
 }
 
-// newResource describes the service: service.name and service.version from the build, the SDK's
-// telemetry.sdk.* attributes, then OTEL_RESOURCE_ATTRIBUTES and OTEL_SERVICE_NAME, which win.
-func newResource(svc Service, fromEnv string) (*resource.Resource, error) {
-	name := svc.Name
-	if name == "" {
-		name = "emsquery"
-	}
-	version := svc.Version
-	if version == "" {
-		version = "dev"
-	}
-	res, err := resource.New(context.Background(),
-		resource.WithTelemetrySDK(),
-		resource.WithAttributes(
-			attribute.String("service.name", name),
-			attribute.String("service.version", version),
-		),
-		resource.WithFromEnv(),
-	)
-	if err != nil {
-		return nil, fmt.Errorf("OTEL_RESOURCE_ATTRIBUTES: %q: %w", fromEnv, err)
-	}
-	return res, nil
-}
-
 // newOTLPExporter builds the OTLP exporter. Endpoint, headers, timeout, compression,
 // certificates and temporality come from the SDK's own OTEL_EXPORTER_OTLP_* variables; the
 // export interval from OTEL_METRIC_EXPORT_INTERVAL (read by the periodic reader). It returns
@@ -171,7 +134,7 @@ func newOTLPExporter(o config.OTLP) (sdkmetric.Exporter, []any, error) {
 	if proto == "" {
 		proto = "http/protobuf"
 	}
-	endpoint := firstSet(o.MetricsEndpoint, o.Endpoint)
+	endpoint := telemetry.FirstSet(o.MetricsEndpoint, o.Endpoint)
 	interval := strings.TrimSpace(o.ExportInterval)
 	var exp sdkmetric.Exporter
 	var err error
@@ -195,26 +158,7 @@ func newOTLPExporter(o config.OTLP) (sdkmetric.Exporter, []any, error) {
 	if interval == "" {
 		interval = "60000"
 	}
-	return exp, []any{"protocol", proto, "endpoint", redactURL(endpoint), "interval_ms", interval}, nil
-}
-
-// redactURL drops a user name and password from an endpoint before it is logged.
-func redactURL(s string) string {
-	u, err := url.Parse(s)
-	if err != nil || u.User == nil {
-		return s
-	}
-	u.User = nil
-	return u.String()
-}
-
-func firstSet(values ...string) string {
-	for _, v := range values {
-		if v = strings.TrimSpace(v); v != "" {
-			return v
-		}
-	}
-	return ""
+	return exp, []any{"protocol", proto, "endpoint", telemetry.RedactURL(endpoint), "interval_ms", interval}, nil
 }
 
 // newPrometheus builds the pull exporter on a registry of its own and the HTTP server for it,
@@ -260,13 +204,13 @@ func (promErrorLog) Println(v ...any) { otel.Handle(errors.New(strings.TrimSpace
 // failures is logged once.
 type watchedExporter struct {
 	sdkmetric.Exporter
-	log *exportLog
+	log *telemetry.ExportLog
 }
 
 func (w watchedExporter) Export(ctx context.Context, rm *metricdata.ResourceMetrics) error {
 	err := w.Exporter.Export(ctx, rm)
 	if err == nil {
-		w.log.succeeded()
+		w.log.Succeeded()
 	}
 	return err
 }

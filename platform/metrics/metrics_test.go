@@ -2,7 +2,6 @@ package metrics
 
 import (
 	"context"
-	"errors"
 	"io"
 	"log/slog"
 	"net"
@@ -19,50 +18,13 @@ import (
 	"github.com/emsanalytics/emsquery/internal/otlptest"
 	"github.com/emsanalytics/emsquery/internal/servicetest"
 	"github.com/emsanalytics/emsquery/platform/config"
+	"github.com/emsanalytics/emsquery/platform/telemetry"
 )
 
 // newLogger logs to a buffer that tests read while the SDK's goroutine writes.
 func newLogger() (*slog.Logger, *servicetest.Buffer) {
 	buf := &servicetest.Buffer{}
 	return slog.New(slog.NewTextHandler(buf, &slog.HandlerOptions{Level: slog.LevelDebug})), buf
-}
-
-func TestExportLogRateLimit(t *testing.T) {
-	log, buf := newLogger()
-	now := time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC)
-	l := newExportLog(log, 5*time.Minute)
-	l.now = func() time.Time { return now }
-	failure := errors.New("dial tcp 127.0.0.1:4318: connect: connection refused")
-
-	l.succeeded() // a success without failures says nothing
-	for range 100 {
-		l.Handle(failure)
-		now = now.Add(2 * time.Second) // 200 s in all
-	}
-	if n := strings.Count(buf.String(), "level=WARN"); n != 1 {
-		t.Fatalf("%d warnings after 100 failures within 5 minutes, want 1:\n%s", n, buf)
-	}
-	if !strings.Contains(buf.String(), "connection refused") || !strings.Contains(buf.String(), "unreachable") {
-		t.Errorf("warning does not say what failed:\n%s", buf)
-	}
-	now = now.Add(100 * time.Second) // 5 minutes after the first warning
-	l.Handle(failure)
-	l.Handle(failure)
-	if n := strings.Count(buf.String(), "level=WARN"); n != 2 {
-		t.Fatalf("%d warnings after 5 minutes of failures, want 2:\n%s", n, buf)
-	}
-	if !strings.Contains(buf.String(), "still failing") || !strings.Contains(buf.String(), "failures=101") {
-		t.Errorf("reminder does not count the failures:\n%s", buf)
-	}
-	l.succeeded()
-	l.succeeded()
-	if n := strings.Count(buf.String(), "level=INFO"); n != 1 || !strings.Contains(buf.String(), "recovered") {
-		t.Fatalf("%d INFO lines after recovery, want one 'recovered':\n%s", n, buf)
-	}
-	l.Handle(failure) // a new outage warns at once
-	if n := strings.Count(buf.String(), "level=WARN"); n != 3 {
-		t.Fatalf("%d warnings after a new outage, want 3:\n%s", n, buf)
-	}
 }
 
 // testConfig reads the metrics settings from the environment, as the service does, with the
@@ -80,7 +42,7 @@ func testConfig(t *testing.T, exporters string, port int) (config.Metrics, confi
 }
 
 // newProvider is New with testConfig's settings.
-func newProvider(t *testing.T, exporters string, port int, log *slog.Logger, svc Service) (metric.MeterProvider, func(), error) {
+func newProvider(t *testing.T, exporters string, port int, log *slog.Logger, svc telemetry.Service) (metric.MeterProvider, func(), error) {
 	t.Helper()
 	m, app := testConfig(t, exporters, port)
 	return New(m, app, log, svc)
@@ -98,7 +60,7 @@ func listening(port int) bool {
 func TestNoneIsNoop(t *testing.T) {
 	log, _ := newLogger()
 	port := servicetest.FreePort(t)
-	mp, cleanup, err := newProvider(t, "none", port, log, Service{Version: "1.0.0"})
+	mp, cleanup, err := newProvider(t, "none", port, log, telemetry.Service{Version: "1.0.0"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,13 +81,13 @@ func TestPrometheusPortInUse(t *testing.T) {
 	}
 	defer ln.Close()
 	port := ln.Addr().(*net.TCPAddr).Port
-	_, _, err = newProvider(t, "prometheus", port, log, Service{})
+	_, _, err = newProvider(t, "prometheus", port, log, telemetry.Service{})
 	if err == nil || !strings.Contains(err.Error(), "OTEL_EXPORTER_PROMETHEUS_PORT") {
 		t.Fatalf("port in use: error %v, want one naming OTEL_EXPORTER_PROMETHEUS_PORT", err)
 	}
 
 	m, app := testConfig(t, "prometheus", 9090)
-	_, _, err = New(m, app, log, Service{})
+	_, _, err = New(m, app, log, telemetry.Service{})
 	if err == nil || !strings.Contains(err.Error(), "APP__PORT") {
 		t.Fatalf("API port: error %v, want one naming APP__PORT", err)
 	}
@@ -134,7 +96,7 @@ func TestPrometheusPortInUse(t *testing.T) {
 func TestPrometheusEndpoint(t *testing.T) {
 	log, _ := newLogger()
 	port := servicetest.FreePort(t)
-	mp, cleanup, err := newProvider(t, "prometheus", port, log, Service{Version: "1.2.3"})
+	mp, cleanup, err := newProvider(t, "prometheus", port, log, telemetry.Service{Version: "1.2.3"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +130,7 @@ func TestOTLPExportAndOutage(t *testing.T) {
 	t.Setenv("OTEL_METRIC_EXPORT_INTERVAL", "50")
 	t.Setenv("OTEL_RESOURCE_ATTRIBUTES", "deployment.environment.name=test,site=north")
 	log, buf := newLogger()
-	mp, cleanup, err := newProvider(t, "otlp", servicetest.FreePort(t), log, Service{Name: "emsquery", Version: "9.9.9"})
+	mp, cleanup, err := newProvider(t, "otlp", servicetest.FreePort(t), log, telemetry.Service{Name: "emsquery", Version: "9.9.9"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,7 +169,7 @@ func TestOTLPExportAndOutage(t *testing.T) {
 func TestOTLPUnsupportedProtocol(t *testing.T) {
 	t.Setenv("OTEL_EXPORTER_OTLP_METRICS_PROTOCOL", "http/json")
 	log, _ := newLogger()
-	_, _, err := newProvider(t, "otlp", servicetest.FreePort(t), log, Service{})
+	_, _, err := newProvider(t, "otlp", servicetest.FreePort(t), log, telemetry.Service{})
 	if err == nil || !strings.Contains(err.Error(), "OTEL_EXPORTER_OTLP_METRICS_PROTOCOL") {
 		t.Fatalf("error %v, want one naming OTEL_EXPORTER_OTLP_METRICS_PROTOCOL", err)
 	}
@@ -219,7 +181,7 @@ func TestOTLPgRPC(t *testing.T) {
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:"+strconv.Itoa(servicetest.FreePort(t)))
 	t.Setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "500")
 	log, _ := newLogger()
-	_, cleanup, err := newProvider(t, "otlp", servicetest.FreePort(t), log, Service{})
+	_, cleanup, err := newProvider(t, "otlp", servicetest.FreePort(t), log, telemetry.Service{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,69 @@
+// Package telemetry holds what the OpenTelemetry signals of the service share: the resource
+// that identifies the service (Service, NewResource), the quiet log of a collector that cannot
+// be reached (ExportLog), and what is safe to log about an endpoint (RedactURL). platform/metrics
+// and platform/tracing build their providers with it.
+package telemetry
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"strings"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/sdk/resource"
+)
+
+// Service identifies the running program in the resource (service.name, service.version).
+// OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES override it.
+type Service struct {
+	Name    string
+	Version string
+}
+
+// NewResource describes the service: service.name and service.version from the build, the SDK's
+// telemetry.sdk.* attributes, then OTEL_RESOURCE_ATTRIBUTES and OTEL_SERVICE_NAME, which win.
+// fromEnv is OTEL_RESOURCE_ATTRIBUTES, quoted in the error when the SDK cannot parse it.
+func NewResource(svc Service, fromEnv string) (*resource.Resource, error) {
+	name := svc.Name
+	if name == "" {
+		name = "emsquery"
+	}
+	version := svc.Version
+	if version == "" {
+		version = "dev"
+	}
+	res, err := resource.New(context.Background(),
+		resource.WithTelemetrySDK(),
+		resource.WithAttributes(
+			attribute.String("service.name", name),
+			attribute.String("service.version", version),
+		),
+		resource.WithFromEnv(),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("OTEL_RESOURCE_ATTRIBUTES: %q: %w", fromEnv, err)
+	}
+	return res, nil
+}
+
+// RedactURL drops a user name and password from an endpoint before it is logged.
+func RedactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil || u.User == nil {
+		return s
+	}
+	u.User = nil
+	return u.String()
+}
+
+// FirstSet returns the first of values that is not blank, trimmed: a signal-specific variable
+// before the general one.
+func FirstSet(values ...string) string {
+	for _, v := range values {
+		if v = strings.TrimSpace(v); v != "" {
+			return v
+		}
+	}
+	return ""
+}
