@@ -94,7 +94,8 @@ func (r *resultRows) col(name string) (raw []byte, oid uint32, ok bool) {
 }
 
 // json is the value of the named column as the service's JSON carries it: numbers as float64
-// (as encoding/json decodes them), booleans, text arrays as lists, the rest as its text.
+// (as encoding/json decodes them), booleans, text and float8 arrays as lists, the rest as its
+// text.
 func (r *resultRows) json(name string) any {
 	raw, oid, ok := r.col(name)
 	if !ok || raw == nil {
@@ -109,6 +110,21 @@ func (r *resultRows) json(name string) any {
 		return f
 	case pgtype.BoolOID:
 		return string(raw) == "t"
+	case pgtype.Float8ArrayOID:
+		var a []pgtype.Float8
+		if err := r.types.Scan(oid, pgtype.TextFormatCode, raw, &a); err != nil {
+			if r.err == nil {
+				r.err = fmt.Errorf("hand-written SQL: column %q: %w", name, err)
+			}
+			return nil
+		}
+		out := make([]any, len(a))
+		for i, f := range a {
+			if f.Valid {
+				out[i] = f.Float64
+			}
+		}
+		return out
 	case pgtype.TextArrayOID, pgtype.VarcharArrayOID:
 		var a []pgtype.Text
 		if err := r.types.Scan(oid, pgtype.TextFormatCode, raw, &a); err != nil {

@@ -21,6 +21,11 @@
 //     overhead; the hand-written and captured lines together tell it from the quality of the
 //     service's SQL.
 //
+// Those are the cold lines: the service runs with its answer cache off (CACHE__ENABLED=false).
+// The dashboard questions (workload.Warm) also get warm lines, right after their cold lines: the
+// service with its cache on, the same question repeated once its answer is in memory, measured
+// alone against the cold line's hand-written SQL (measureWarm).
+//
 // The service's SQL is captured from the database, not rebuilt: before measuring, each request is
 // sent once with log_statement=all on the benchmark database and the statements and bind
 // parameters the server logged are what the captured baseline runs (capture.go).
@@ -28,8 +33,9 @@
 // Usage:
 //
 //	go run ./bench/run                                  # 100,000 and 1,000,000 records
-//	go run ./bench/run -sizes 10000000 -patients-rss 0  # the 10,000,000-record size alone
-//	go run ./bench/run -sizes 100000 -workloads patients,export -duration 2s
+//	go run ./bench/run -sizes 10000000 -patients-rss 0  # the 10,000,000-record size alone, cold lines
+//	go run ./bench/run -sizes 100000 -workloads patients,export -duration 1s
+//	go run ./bench/run -warm-max-records 0              # cold lines only
 //	go run ./bench/run -doc docs/benchmarks.md          # also write the results into the doc
 package main
 
@@ -74,6 +80,10 @@ type options struct {
 	doc         string
 	docSection  string
 	profile     string
+	// Warm lines (the answer cache on): on data sets of at most warmMax records, each measured
+	// for warmDuration.
+	warmMax      int
+	warmDuration time.Duration
 }
 
 func parseFlags() (options, error) {
@@ -81,9 +91,11 @@ func parseFlags() (options, error) {
 	sizes := flag.String("sizes", "100000,1000000", "records of each data set, comma separated (e.g. 10000000 for the large size; the service's timeouts grow with it)")
 	flag.IntVar(&o.patientsRSS, "patients-rss", 200_000, "also measure patients on a data set with this many dim_patient rows, for the peak-RSS target (0: skip)")
 	conc := flag.String("concurrency", "1,16", "concurrencies (closed-loop workers), comma separated")
-	flag.DurationVar(&o.duration, "duration", 3*time.Second, "measured time of each side of each line (requests in flight at its end are awaited)")
+	flag.DurationVar(&o.duration, "duration", 2*time.Second, "measured time of each side of each line (requests in flight at its end are awaited)")
 	flag.DurationVar(&o.warmup, "warmup", 500*time.Millisecond, "unmeasured time at full concurrency before each side is measured, when its requests are shorter")
 	flag.IntVar(&o.rounds, "rounds", 4, "slices each measurement is split into, alternating service, hand-written SQL and captured SQL")
+	flag.IntVar(&o.warmMax, "warm-max-records", 1_000_000, "warm lines (answer cache on, the same question repeated) on data sets of at most this many records (0: none)")
+	flag.DurationVar(&o.warmDuration, "warm-duration", 2*time.Second, "measured time of each warm line")
 	only := flag.String("workloads", "", "only these workloads, comma separated (default: all)")
 	flag.Uint64Var(&o.seed, "seed", demodata.DefaultSeed, "demo data seed")
 	flag.StringVar(&o.out, "o", "", "also write the results (markdown) to this file")
@@ -196,8 +208,9 @@ func run() error {
 		if err != nil {
 			return err
 		}
-		heavy := map[string]bool{}
 		for _, w := range s.Workloads {
+			cold := map[int]row{}
+			heavy, measured := false, false
 			for _, c := range o.conc {
 				if ctx.Err() != nil {
 					return ctx.Err()
@@ -206,16 +219,36 @@ func run() error {
 				if err != nil {
 					return err
 				}
-				if _, ok := heavy[w.Name]; !ok {
+				if !measured {
 					// The database's work: the hand-written SQL's median at the first (lowest)
 					// concurrency.
-					heavy[w.Name] = r.Hand.P50 > 10*time.Millisecond
+					heavy, measured = r.Hand.P50 > 10*time.Millisecond, true
 				}
-				r.Heavy = heavy[w.Name]
+				r.Heavy = heavy
 				r.judge()
 				rows = append(rows, r)
-				progress("%-10s %-22s c=%-3d service %8.1f  hand-written %8.1f  captured %8.1f req/s  ×hand %.2f  ×capt %.2f  RSS %5.1f MB  %s",
+				cold[c] = r
+				progress("%-10s %-22s c=%-3d cold  service %8.1f  hand-written %8.1f  captured %8.1f req/s  ×hand %.2f  ×capt %.2f  RSS %5.1f MB  %s",
 					count(s.Records), w.Name, c, r.Svc.RPS(), r.Hand.RPS(), r.Capt.RPS(), r.ratio(), r.ratioCaptured(), mb(r.PeakRSS), r.Verdict)
+			}
+			if s.RSSOnly || s.Records > o.warmMax {
+				continue
+			}
+			for _, c := range w.Warm {
+				// Against the hand-written SQL of the cold line at the same concurrency: none
+				// when -concurrency left it out.
+				cr, ok := cold[c]
+				if !ok || ctx.Err() != nil {
+					continue
+				}
+				r, err := measureWarm(ctx, bin, tmp, s, w, c, cr, o)
+				if err != nil {
+					return err
+				}
+				r.judge()
+				rows = append(rows, r)
+				progress("%-10s %-22s c=%-3d warm  service %8.1f  hand-written %8.1f (cold line's)  %s  ×hand %.2f  RSS %5.1f MB  %s",
+					count(s.Records), w.Name, c, r.Svc.RPS(), r.Hand.RPS(), r.cacheCell(), r.ratio(), mb(r.PeakRSS), r.Verdict)
 			}
 		}
 	}
@@ -320,7 +353,7 @@ func capture(ctx context.Context, c *pgtest.Cluster, bin, tmp string, s *dataSet
 		return nil, err
 	}
 	defer c.Exec(context.WithoutCancel(ctx), "postgres", "ALTER DATABASE "+db+" RESET log_statement") //nolint:errcheck
-	svc, err := startService(bin, tmp, s.DB, s.Records, false)
+	svc, err := startService(bin, tmp, s.DB, s.Records, false, false)
 	if err != nil {
 		return nil, err
 	}

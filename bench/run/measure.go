@@ -59,8 +59,9 @@ func (s *service) newRequest(ctx context.Context, w workload) (*http.Request, er
 }
 
 // serviceRequest is the service side of a measurement: the workload's HTTP request, the
-// response read to the end and its status checked (the content was checked once, by capture).
-func (s *service) serviceRequest(w workload) request {
+// response read to the end, its status checked (the content was checked once, by capture) and
+// its Cache-Status counted in tally.
+func (s *service) serviceRequest(w workload, tally *cacheTally) request {
 	body := w.body()
 	return func(ctx context.Context, _ int) (int64, error) {
 		var req *http.Request
@@ -85,6 +86,9 @@ func (s *service) serviceRequest(w workload) request {
 		if resp.StatusCode != http.StatusOK {
 			b, _ := io.ReadAll(resp.Body)
 			return 0, fmt.Errorf("%s: %.300s", resp.Status, b)
+		}
+		if !w.isExport() {
+			tally.note(resp.Header)
 		}
 		return io.Copy(io.Discard, resp.Body)
 	}
@@ -245,13 +249,14 @@ func warmUp(ctx context.Context, name string, conc int, d time.Duration, do requ
 	return max(first, m.P50), nil
 }
 
-// measure runs one workload at one concurrency: the service (started afresh, so that its peak
-// RSS belongs to this workload), the hand-written SQL and the captured SQL, each warmed up, then
-// measured in alternating slices (service, hand-written, captured, service, ...) so that
-// anything else the machine does while they run weighs on all three alike.
+// measure runs one workload at one concurrency, cold: the service with its answer cache off
+// (started afresh, so that its peak RSS belongs to this workload), the hand-written SQL and the
+// captured SQL, each warmed up, then measured in alternating slices (service, hand-written,
+// captured, service, ...) so that anything else the machine does while they run weighs on all
+// three alike.
 func measure(ctx context.Context, bin, tmp string, s *dataSet, w workload, conc int, sts []statement, o options) (row, error) {
-	r := row{Set: s, W: w, Conc: conc}
-	svc, err := startService(bin, tmp, s.DB, s.Records, o.profile != "")
+	r := row{Set: s, W: w, Conc: conc, Cache: &cacheTally{}}
+	svc, err := startService(bin, tmp, s.DB, s.Records, false, o.profile != "")
 	if err != nil {
 		return r, err
 	}
@@ -280,7 +285,7 @@ func measure(ctx context.Context, bin, tmp string, s *dataSet, w workload, conc 
 		defer cp.Close()
 		hand, captured = handRequest(hp, w.Hand.SQL), pgxRequest(cp, sts)
 	}
-	sides := []*side{{do: svc.serviceRequest(w)}, {do: hand}, {do: captured}}
+	sides := []*side{{do: svc.serviceRequest(w, r.Cache)}, {do: hand}, {do: captured}}
 	names := []string{"service", "hand-written SQL", "captured SQL"}
 	// Slices of at least four requests' time each: a long request would otherwise stretch every
 	// slice (requests in flight at a slice's end are awaited).
@@ -328,6 +333,74 @@ func measure(ctx context.Context, bin, tmp string, s *dataSet, w workload, conc 
 	r.Svc, r.Hand, r.Capt, r.SvcCPU = sides[0].m, sides[1].m, sides[2].m, sides[0].cpu
 	r.PeakRSS = sampler.Stop(pid)
 	return r, nil
+}
+
+// measureWarm runs a warm line: the service with its answer cache on (started afresh), the
+// workload's question repeated by conc workers once its answer is in memory, as a dashboard
+// repeats its questions between two loads. Only the service is measured: the hand-written SQL
+// is the cold line's of the same workload and concurrency, measured just before, against which
+// the targets are set; the captured SQL is what a miss costs, which the cold line shows.
+//
+// Before measuring, requests are sent one at a time until one is a hit (the first computes the
+// answer; a cache that has not read the data version yet passes requests through), and the
+// answer of one more, from memory, is compared with the hand-written SQL's like the cold
+// answer. A build without the cache (no Cache-Status header) is measured all the same; judge
+// says so instead of judging it.
+func measureWarm(ctx context.Context, bin, tmp string, s *dataSet, w workload, conc int, cold row, o options) (row, error) {
+	r := row{Set: s, W: w, Conc: conc, Warm: true, Hand: cold.Hand, Heavy: cold.Heavy, Cache: &cacheTally{}}
+	svc, err := startService(bin, tmp, s.DB, s.Records, true, o.profile != "")
+	if err != nil {
+		return r, err
+	}
+	defer svc.stop()
+	pid := svc.pid()
+	sampler := sampleRSS(pid)
+	name := fmt.Sprintf("%s c=%d warm", w.Name, conc)
+
+	prime := &cacheTally{}
+	do := svc.serviceRequest(w, prime)
+	for deadline, tries := time.Now().Add(30*time.Second), 0; ; tries++ {
+		if _, err := do(ctx, 0); err != nil {
+			return r, fmt.Errorf("%s: %v", name, err)
+		}
+		if prime.hit.Load() > 0 || prime.none.Load() > 0 || tries == 20 || time.Now().After(deadline) {
+			break
+		}
+		if prime.bypass.Load() > 0 {
+			time.Sleep(50 * time.Millisecond) // the cache is not live yet
+		}
+	}
+	resp, err := svc.open(ctx, w)
+	if err != nil {
+		return r, fmt.Errorf("%s: %w", name, err)
+	}
+	prime.note(resp.Header)
+	err = compareJSON(ctx, s.DB, w, resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return r, fmt.Errorf("warm (Cache-Status %q): %w", resp.Header.Get(headerCacheStatus), err)
+	}
+
+	if m := closedLoop(ctx, conc, o.warmup, do); m.Errors > 0 {
+		return r, fmt.Errorf("%s warm-up: %v", name, m.FirstErr)
+	}
+	do = svc.serviceRequest(w, r.Cache) // the measured requests only
+	var profiled chan error
+	if o.profile != "" {
+		profiled = make(chan error, 1)
+		path := filepath.Join(o.profile, fmt.Sprintf("%d-%s-c%d-warm.cpu.pprof", s.Records, w.Name, conc))
+		go func() { profiled <- svc.cpuProfile(o.warmDuration, path) }()
+	}
+	cpu0 := cpuTime(pid)
+	r.Svc = closedLoop(ctx, conc, o.warmDuration, do)
+	r.SvcCPU = cpuTime(pid) - cpu0
+	if profiled != nil {
+		if err := <-profiled; err != nil {
+			return r, err
+		}
+	}
+	r.PeakRSS = sampler.Stop(pid)
+	return r, ctx.Err()
 }
 
 // findPsql finds psql on PATH or beside Debian's server binaries.

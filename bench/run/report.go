@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"runtime"
 	"strconv"
@@ -25,6 +26,10 @@ type row struct {
 	Hand    measurement   // the hand-written SQL (the primary baseline)
 	Capt    measurement   // the captured SQL (the second baseline)
 	Heavy   bool          // the database works over 10 ms (hand-written median at the lowest concurrency)
+	// Warm marks a warm line: the answer cache on, the same question repeated; Hand is then the
+	// cold line's and Capt is not measured. Cache counts the service's Cache-Status headers.
+	Warm  bool
+	Cache *cacheTally
 
 	Target  string
 	Verdict string // "met", "MISSED" or ""
@@ -54,6 +59,14 @@ const (
 	exportRSS    = 100 << 20
 	patientsRSS  = 150 << 20 // patients with 200,000 rows
 	patientsRows = 200_000
+
+	// Cache on, the same question repeated: the heavy dashboard questions at least 10 times the
+	// hand-written SQL's throughput, the light ones at least 1 (faster than the database itself),
+	// the service's peak RSS within CACHE__MAX_BYTES + 60 MB. Heavy as for the cold targets: where
+	// the database works over 10 ms (distinct_values of a month is light at 100,000 records).
+	warmHeavyRatio = 10
+	warmLightRatio = 1
+	warmRSS        = cacheMaxBytes + 60<<20
 )
 
 // judge sets the row's target and whether it was met.
@@ -68,6 +81,17 @@ func (r *row) judge() {
 	switch {
 	case r.Svc.Errors > 0 || r.Hand.Errors > 0 || r.Capt.Errors > 0:
 		r.Target, r.Verdict = "no errors", "ERRORS"
+	case r.Warm:
+		want := float64(warmLightRatio)
+		if r.Heavy {
+			want = warmHeavyRatio
+		}
+		r.Target = fmt.Sprintf("≥ %.0f, RSS ≤ %d MB", want, warmRSS>>20)
+		if r.Cache.headerless() {
+			r.Verdict = "no cache in this build"
+			return
+		}
+		r.Verdict = ok(ratio >= want && r.PeakRSS <= warmRSS)
 	case r.W.isExport():
 		r.Target = fmt.Sprintf("≥ %.2f, RSS < %d MB", exportRatio, exportRSS>>20)
 		r.Verdict = ok(ratio >= exportRatio && r.PeakRSS < exportRSS)
@@ -81,6 +105,36 @@ func (r *row) judge() {
 		r.Target = fmt.Sprintf("≥ %.2f", lightRatio)
 		r.Verdict = ok(ratio >= lightRatio)
 	}
+}
+
+// cacheCell says what the answer cache did in the line: off (cold), or the share of the
+// measured responses that came from memory (warm).
+func (r row) cacheCell() string {
+	t := r.Cache
+	switch {
+	case t == nil || t.total() == 0:
+		if r.Warm {
+			return "on"
+		}
+		return "off"
+	case !r.Warm && t.hit.Load() == 0:
+		return "off"
+	case !r.Warm:
+		return fmt.Sprintf("off, yet %s hits", percent(t.hitShare()))
+	case t.headerless():
+		return "on, no Cache-Status"
+	default:
+		return fmt.Sprintf("on, %s hits", percent(t.hitShare()))
+	}
+}
+
+// percent writes a share as a percentage, never rounding a share below 1 up to 100%.
+func percent(f float64) string {
+	v := math.Floor(f*1000) / 10
+	if v == math.Trunc(v) {
+		return fmt.Sprintf("%.0f%%", v)
+	}
+	return fmt.Sprintf("%.1f%%", v)
 }
 
 // environment describes where and how the run happened.
@@ -222,20 +276,23 @@ func render(e environment, o options, sets []*dataSet, rows []row) string {
 	p("Machine: %s, %d cores, %.0f GiB memory, %s; %s; PostgreSQL %s (throwaway cluster: %s). "+
 		"The service, the database and the load driver share the machine; other processes used %.0f%% of its processor time while the benchmark measured.\n\n",
 		e.CPU, e.Cores, e.MemGiB, e.Kernel, e.Go, e.Postgres, e.Settings, 100*e.OtherCPU)
-	p("Each line: closed loop with c workers; each side warmed up (one request, then %s at c workers when a request is shorter), then measured for %s, "+
+	p("Each cold line (cache **off**: `CACHE__ENABLED=false`): closed loop with c workers; each side warmed up (one request, then %s at c workers when a request is shorter), then measured for %s, "+
 		"in up to %d slices alternating service, hand-written SQL and captured SQL (requests in flight at a slice's end awaited); the service is restarted for each line. "+
+		"Each warm line (cache **on**, `CACHE__MAX_BYTES` %d MiB, on data sets of at most %s records): the service restarted, the question sent until an answer comes from memory and that answer checked against the hand-written SQL, "+
+		"%s at c workers unmeasured, then the service alone measured for %s; its hand-written figures are the cold line's above it (same workload and c); "+
+		"the Cache column gives the share of the measured responses that were hits (`Cache-Status: emsquery; hit`); a build without the cache (no `Cache-Status` header) is measured but not judged. "+
 		"**Hand-written**: the SQL a DBA would type for the same question, values in the text, simple protocol, every row read (the export: `psql \\copy` of that SELECT); "+
 		"checked before measuring to give the service's answer. **Captured**: the statements and parameters the service sent, through a pgx pool configured as the service's "+
 		"(the export: `psql \\copy` of the service's COPY). **×hand** = service req/s ÷ hand-written req/s (the targets' ratio); **×capt** = service req/s ÷ captured req/s. "+
-		"CPU/req: the service process's CPU time per request.\n\n", o.warmup, o.duration, o.rounds)
+		"CPU/req: the service process's CPU time per request.\n\n", o.warmup, o.duration, o.rounds, cacheMaxBytes>>20, count(o.warmMax), o.warmup, o.warmDuration)
 	for _, s := range sets {
 		if s.RSSOnly {
 			p("### patients with %s rows (%s records)\n\n", count(int(s.Patients)), count(s.Records))
 		} else {
 			p("### %s records (%s patients)\n\n", count(s.Records), count(int(s.Patients)))
 		}
-		p("| Workload | c | Service req/s | p50 ms | p99 ms | Hand-written req/s | p50 ms | p99 ms | Captured req/s | p50 ms | ×hand | ×capt | CPU/req ms | Peak RSS MB | Target | |\n")
-		p("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|---|\n")
+		p("| Workload | c | Cache | Service req/s | p50 ms | p99 ms | Hand-written req/s | p50 ms | p99 ms | Captured req/s | p50 ms | ×hand | ×capt | CPU/req ms | Peak RSS MB | Target | |\n")
+		p("|---|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|---|\n")
 		for _, r := range rows {
 			if r.Set != s {
 				continue
@@ -244,12 +301,16 @@ func render(e environment, o options, sets []*dataSet, rows []row) string {
 			if r.Svc.Requests > 0 {
 				cpu = float64(r.SvcCPU.Microseconds()) / 1000 / float64(r.Svc.Requests)
 			}
-			p("| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %.2f | %.2f | %.2f | %.0f | %s | %s |\n",
-				r.W.Name, r.Conc, rps(r.Svc.RPS()), ms(r.Svc.P50), ms(r.Svc.P99), rps(r.Hand.RPS()), ms(r.Hand.P50), ms(r.Hand.P99),
-				rps(r.Capt.RPS()), ms(r.Capt.P50), r.ratio(), r.ratioCaptured(), cpu, mb(r.PeakRSS), dash(r.Target), verdict(r.Verdict))
+			capt, captP50, xcapt := "—", "—", "—"
+			if !r.Warm {
+				capt, captP50, xcapt = rps(r.Capt.RPS()), ms(r.Capt.P50), fmt.Sprintf("%.2f", r.ratioCaptured())
+			}
+			p("| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %.2f | %.0f | %s | %s |\n",
+				r.W.Name, r.Conc, r.cacheCell(), rps(r.Svc.RPS()), ms(r.Svc.P50), ms(r.Svc.P99), rps(r.Hand.RPS()), ms(r.Hand.P50), ms(r.Hand.P99),
+				capt, captP50, ratioCell(r.ratio()), xcapt, cpu, mb(r.PeakRSS), dash(r.Target), verdict(r.Verdict))
 			for i, m := range []measurement{r.Svc, r.Hand, r.Capt} {
-				if m.Errors > 0 {
-					p("| | | %s: %d errors: %s | | | | | | | | | | | | | |\n", []string{"service", "hand-written", "captured"}[i], m.Errors,
+				if m.Errors > 0 && (i == 0 || !r.Warm) {
+					p("| | | | %s: %d errors: %s | | | | | | | | | | | | | |\n", []string{"service", "hand-written", "captured"}[i], m.Errors,
 						strings.ReplaceAll(fmt.Sprint(m.FirstErr), "|", "/"))
 				}
 			}
@@ -257,6 +318,14 @@ func render(e environment, o options, sets []*dataSet, rows []row) string {
 		p("\n")
 	}
 	return b.String()
+}
+
+// ratioCell writes a ratio with two decimals, without decimals from 100 up (warm lines).
+func ratioCell(v float64) string {
+	if v >= 100 {
+		return fmt.Sprintf("%.0f", v)
+	}
+	return fmt.Sprintf("%.2f", v)
 }
 
 func rps(v float64) string {

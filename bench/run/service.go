@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/emsanalytics/emsquery/internal/pgtest"
@@ -56,14 +57,15 @@ const apiKey = "bench-key-0123456789abcdef0123456789abcdef"
 
 // startService runs the binary against db with the shipped defaults, except what a benchmark
 // on one machine needs: loopback, a key, no TLS to the database, no metrics exporter (the
-// default, OTLP, would push to a collector that is not there), logs in a temporary folder, and,
-// above 1,000,000 records, timeouts that grow with the data (scaledTimeouts).
-func startService(bin, workDir string, db dbTarget, records int, profiling bool) (*service, error) {
+// default, OTLP, would push to a collector that is not there), logs in a temporary folder,
+// above 1,000,000 records timeouts that grow with the data (scaledTimeouts), and the answer
+// cache on or off as asked (cacheEnv).
+func startService(bin, workDir string, db dbTarget, records int, cache, profiling bool) (*service, error) {
 	port, err := pgtest.FreePort()
 	if err != nil {
 		return nil, err
 	}
-	extraEnv := scaledTimeouts(records)
+	extraEnv := append(scaledTimeouts(records), cacheEnv(cache)...)
 	pprofURL := ""
 	if profiling {
 		pp, err := pgtest.FreePort()
@@ -139,6 +141,62 @@ func scaledTimeouts(records int) []string {
 	}
 }
 
+// cacheMaxBytes is the answer cache's bound in the warm lines: the shipped default of
+// CACHE__MAX_BYTES, set explicitly so that the memory target is computed from the value in force.
+const cacheMaxBytes = 64 << 20
+
+// cacheEnv turns the service's answer cache (contract 6.5) on or off. A build without the cache
+// ignores the variables.
+func cacheEnv(on bool) []string {
+	if !on {
+		return []string{"CACHE__ENABLED=false"}
+	}
+	return []string{"CACHE__ENABLED=true", "CACHE__MAX_BYTES=" + strconv.Itoa(cacheMaxBytes)}
+}
+
+// The Cache-Status values of the service's GraphQL responses (RFC 9211, contract 6.5).
+const (
+	headerCacheStatus = "Cache-Status"
+	cacheHit          = "emsquery; hit"
+	cacheMiss         = "emsquery; fwd=miss"
+	cacheBypass       = "emsquery; fwd=bypass"
+)
+
+// cacheTally counts the Cache-Status of the service's responses in a line.
+type cacheTally struct {
+	hit, miss, bypass, other, none atomic.Int64
+}
+
+func (t *cacheTally) note(h http.Header) {
+	switch v, ok := h[headerCacheStatus]; {
+	case !ok:
+		t.none.Add(1)
+	case v[0] == cacheHit:
+		t.hit.Add(1)
+	case v[0] == cacheMiss:
+		t.miss.Add(1)
+	case v[0] == cacheBypass:
+		t.bypass.Add(1)
+	default:
+		t.other.Add(1)
+	}
+}
+
+func (t *cacheTally) total() int64 {
+	return t.hit.Load() + t.miss.Load() + t.bypass.Load() + t.other.Load() + t.none.Load()
+}
+
+// headerless: no response carried a Cache-Status header: a build without the answer cache.
+func (t *cacheTally) headerless() bool { return t.total() > 0 && t.none.Load() == t.total() }
+
+// hitShare is the share of the responses that came from memory.
+func (t *cacheTally) hitShare() float64 {
+	if t.total() == 0 {
+		return 0
+	}
+	return float64(t.hit.Load()) / float64(t.total())
+}
+
 func (s *service) pid() int { return s.cmd.Process.Pid }
 
 // cpuProfile fetches a CPU profile of d from the service's profiling listener into path.
@@ -162,8 +220,11 @@ func (s *service) cpuProfile(d time.Duration, path string) error {
 	return f.Close()
 }
 
-// stop sends SIGINT (a graceful shutdown) and waits.
+// stop sends SIGINT (a graceful shutdown) and waits. The benchmark's idle keep-alive
+// connections are closed first: a server may wait for them to finish (the cache branch's build
+// waited its whole shutdown timeout), which would add that wait to every line.
 func (s *service) stop() {
+	httpClient.CloseIdleConnections()
 	_ = s.cmd.Process.Signal(os.Interrupt)
 	select {
 	case <-s.done:

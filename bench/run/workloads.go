@@ -20,6 +20,10 @@ type workload struct {
 	// Light marks the workloads whose database work is a fraction of a millisecond; their
 	// target is a lower ratio at concurrency 1 (issue 11).
 	Light bool
+	// Warm are the concurrencies of the workload's warm lines: the service with its answer cache
+	// on, the same question repeated (issue 11's cache targets: a dashboard's heavy questions at
+	// 16, the light ones at 1 and 16). None: no warm line.
+	Warm []int
 }
 
 func (w workload) isExport() bool { return w.Export != "" }
@@ -40,12 +44,12 @@ var workloads = []workload{
 		Hand: handWritten{SQL: `SELECT count(*) FROM fact_record`, answer: countAnswer},
 	},
 	{
-		Name: "records_count_station", What: "one station (Ålesund Sør)", Light: true,
+		Name: "records_count_station", What: "one station (Ålesund Sør)", Light: true, Warm: []int{1, 16},
 		Path: "/graphql", Query: `{ records_count(station: "Ålesund Sør") { count } }`,
 		Hand: handWritten{SQL: `SELECT count(*) FROM fact_record WHERE station = 'Ålesund Sør'`, answer: countAnswer},
 	},
 	{
-		Name: "distinct_values", What: "2 columns, one month",
+		Name: "distinct_values", What: "2 columns, one month", Warm: []int{16},
 		Path:  "/graphql",
 		Query: `{ distinct_values(columns: ["degree_of_urgency", "municipality"], start_date: "2025-03-01", end_date: "2025-03-31") { column value } }`,
 		Hand: handWritten{
@@ -58,7 +62,7 @@ ORDER BY g, degree_of_urgency, municipality`,
 		},
 	},
 	{
-		Name: "unique_counts", What: "3 columns, one year, 2 filters with OR",
+		Name: "unique_counts", What: "3 columns, one year, 2 filters with OR", Warm: []int{16},
 		Path: "/graphql",
 		Query: `{ unique_counts(columns: ["degree_of_urgency", "transported", "station"], start_date: "2025-01-01", end_date: "2025-12-31", use_or: true, ` +
 			`filters: [{column: "distance", operator: GREATER_THAN, value: "50"}, {column: "gender", operator: EQUALS, value: "other"}]) { column value count } }`,
@@ -72,7 +76,51 @@ ORDER BY g, count(*) DESC, r.degree_of_urgency, r.transported, r.station`,
 		},
 	},
 	{
-		Name: "station_resources", What: "every station with its resources", Light: true,
+		Name: "record_stats", What: "response_time_s per station per month, one year, p50 and p90",
+		Path: "/graphql",
+		Query: `{ record_stats(start_date: "2025-01-01", end_date: "2025-12-31", measure: "response_time_s", group_by: ["station"], bucket: MONTH, percentiles: [0.5, 0.9]) ` +
+			`{ bucket group { column value } count measured min max avg percentiles { p value } } }`,
+		Hand: handWritten{
+			SQL: `SELECT to_char(date_trunc('month', occurred_at), 'YYYY-MM') AS month, station,
+       count(*) AS count, count(response_time_s) AS measured,
+       min(response_time_s) AS min, max(response_time_s) AS max, avg(response_time_s) AS avg,
+       percentile_cont(ARRAY[0.5, 0.9]) WITHIN GROUP (ORDER BY response_time_s) AS p50_p90
+FROM fact_record
+WHERE ` + year2025 + `
+GROUP BY date_trunc('month', occurred_at), station
+ORDER BY date_trunc('month', occurred_at), station NULLS LAST`,
+			answer: statsAnswer("month", "station", []float64{0.5, 0.9}),
+		},
+	},
+	{
+		Name: "record_series", What: "per day, one year, by degree_of_urgency",
+		Path:  "/graphql",
+		Query: `{ record_series(start_date: "2025-01-01", end_date: "2025-12-31", bucket: DAY, group_by: "degree_of_urgency") { bucket column value count } }`,
+		// Every day and every urgency that occurs, zeros included, as the contract's answer:
+		// the counts, plus a zero for every day and urgency, summed. The first form one would
+		// write, the grid of days and urgencies LEFT JOINed to the counts ON c.day = d.day AND
+		// c.degree_of_urgency IS NOT DISTINCT FROM u.degree_of_urgency, gives the same answer
+		// but spends some 300 ms of every request compiling JIT code at either size: the join
+		// can be merged on the day only, the NULL-safe comparison is a join filter, and with the
+		// 1,000 rows the planner assumes for any generate_series of timestamps its estimate
+		// (cost 0.9 million at 100,000 records, 9 million at 1,000,000) passes every JIT
+		// threshold.
+		Hand: handWritten{
+			SQL: `WITH counts AS (SELECT date_trunc('day', occurred_at) AS day, degree_of_urgency, count(*) AS n
+  FROM fact_record WHERE ` + year2025 + ` GROUP BY 1, 2)
+SELECT to_char(day, 'YYYY-MM-DD') AS day, degree_of_urgency, sum(n) AS n
+FROM (SELECT d.day, u.degree_of_urgency, 0 AS n
+      FROM generate_series(timestamp '2025-01-01', timestamp '2025-12-31', interval '1 day') AS d(day)
+      CROSS JOIN (SELECT DISTINCT degree_of_urgency FROM counts) AS u
+      UNION ALL
+      SELECT day, degree_of_urgency, n FROM counts) AS x
+GROUP BY x.day, x.degree_of_urgency
+ORDER BY x.day, x.degree_of_urgency NULLS LAST`,
+			answer: seriesAnswer("day", "degree_of_urgency", "n"),
+		},
+	},
+	{
+		Name: "station_resources", What: "every station with its resources", Light: true, Warm: []int{1, 16},
 		Path: "/graphql", Query: `{ station_resources { station_id station_name resources { resource_id } } }`,
 		Hand: handWritten{
 			SQL: `SELECT s.station_id, s.station_name, r.resource_id
@@ -82,7 +130,7 @@ ORDER BY s.station_id, r.resource_id, r.sk_resource`,
 		},
 	},
 	{
-		Name: "resources", What: "every resource version", Light: true,
+		Name: "resources", What: "every resource version", Light: true, Warm: []int{1, 16},
 		Path: "/graphql", Query: `{ resources { sk_resource resource_id callsign station_id station valid_from valid_to } }`,
 		Hand: handWritten{
 			SQL:    `SELECT * FROM dim_resource ORDER BY sk_resource`,
@@ -116,7 +164,7 @@ LIMIT 100`,
 		},
 	},
 	{
-		Name: "main_report_summary", What: "one year",
+		Name: "main_report_summary", What: "one year", Warm: []int{16},
 		Path: "/serve/graphql",
 		Query: `{ main_report_summary(start_date: "2025-01-01", end_date: "2025-12-31") { records distinct_resources distinct_patients average_distance ` +
 			`average_response_time_s transported transported_share by_urgency { value count } by_station { value count } } }`,
@@ -277,6 +325,45 @@ func summaryAnswer(r *resultRows, emit func(any)) {
 		m[f] = list
 	}
 	emit(m)
+}
+
+// statsAnswer: record_stats' objects, one per row: the bucket label, the one group column, the
+// figures, and the percentiles (a float8 array, NULL when nothing was measured) paired with ps.
+func statsAnswer(bucket, group string, ps []float64) func(*resultRows, func(any)) {
+	return func(r *resultRows, emit func(any)) {
+		if !r.next() {
+			return
+		}
+		for r.row() {
+			m := obj("bucket", r.text(bucket), "group", []any{obj("column", group, "value", r.text(group))})
+			for _, f := range []string{"count", "measured", "min", "max", "avg"} {
+				m[f] = r.json(f)
+			}
+			values, _ := r.json("p50_p90").([]any)
+			pcts := make([]any, len(ps))
+			for i, p := range ps {
+				var v any
+				if i < len(values) {
+					v = values[i]
+				}
+				pcts[i] = obj("p", p, "value", v)
+			}
+			m["percentiles"] = pcts
+			emit(m)
+		}
+	}
+}
+
+// seriesAnswer: record_series' points grouped by one column, one per row.
+func seriesAnswer(bucket, group, n string) func(*resultRows, func(any)) {
+	return func(r *resultRows, emit func(any)) {
+		if !r.next() {
+			return
+		}
+		for r.row() {
+			emit(obj("bucket", r.text(bucket), "column", group, "value", r.text(group), "count", r.json(n)))
+		}
+	}
 }
 
 func workloadByName(name string) (workload, bool) {
