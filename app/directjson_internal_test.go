@@ -83,11 +83,29 @@ func (f *fakePublic) RecordsCount(_ context.Context, station *string) (*stats.Re
 }
 
 func (f *fakePublic) RecordSeries(context.Context, string, string, stats.TimeBucket, *string, *bool, []*stats.Filter) ([]*stats.SeriesPoint, error) {
-	return []*stats.SeriesPoint{}, nil
+	out := []*stats.SeriesPoint{}
+	for i, s := range oddTexts {
+		p := &stats.SeriesPoint{Bucket: fmt.Sprintf("2024-%02d", i%12+1), Count: int64(i) * 1e11}
+		if i%3 != 0 {
+			p.Column, p.Value = ptr("c"), ptr(s)
+		}
+		out = append(out, p)
+	}
+	return out, f.err
 }
 
 func (f *fakePublic) RecordStats(context.Context, string, string, string, []string, *stats.TimeBucket, []float64, *float64, *bool, []*stats.Filter) ([]*stats.MeasureStats, error) {
-	return []*stats.MeasureStats{}, nil
+	out := []*stats.MeasureStats{}
+	for i, s := range oddTexts {
+		m := &stats.MeasureStats{Count: int64(i), Measured: int64(i / 2), Group: []stats.GroupValue{{Column: "station", Value: ptr(s)}, {Column: "age"}},
+			Percentiles: []stats.Percentile{{P: 0.5, Value: ptr(float64(i) / 3)}, {P: 0.9}}}
+		if i%2 == 0 {
+			m.Bucket, m.Min, m.Max, m.Avg = ptr("2024-Q1"), ptr(-1e-7*float64(i)), ptr(1e21+float64(i)), ptr(float64(i)/7)
+			m.WithinTarget, m.WithinTargetShare = ptr(int64(i/3)), ptr(1.0/3)
+		}
+		out = append(out, m)
+	}
+	return out, f.err
 }
 
 func (f *fakePublic) Resources(context.Context, *int, *int) ([]*resources.Resource, error) {
@@ -302,6 +320,9 @@ func TestDirectJSONPublicMatchesGqlgen(t *testing.T) {
 		`{ distinct_values(columns: ["a"], start_date: "x", end_date: "y") { column value } }`,
 		`{ unique_counts(columns: ["a"], start_date: "x", end_date: "y") { column value count } }`,
 		`{ records_count { count __typename } }`,
+		`{ record_series(start_date: "x", end_date: "y", bucket: DAY) { bucket column value count __typename } }`,
+		`{ record_stats(start_date: "x", end_date: "y", measure: "m") { bucket group { column value } count measured min max avg percentiles { p value } within_target within_target_share } }`,
+		`{ record_stats(start_date: "x", end_date: "y", measure: "m") { g: group { value } percentiles { value } } }`,
 		`{ a: records_count { count } b: records_count(station: "fail") { count } patients { gender } }`,
 		`{ __typename patients { __typename } resources { __typename } }`,
 		`{ __schema { queryType { name } } patients { sk_patient } }`,

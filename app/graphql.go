@@ -31,7 +31,7 @@ type GraphQLEndpoints struct {
 // directjson_internal_test.go checks the answers are gqlgen's own, byte for byte.
 var directJSONTypes = []string{
 	"Patient", "Oxygen", "Resource", "StationResources", "StationResource",
-	"DistinctValue", "UniqueCount",
+	"DistinctValue", "UniqueCount", "SeriesPoint", "MeasureStats", "GroupValue", "Percentile",
 	"MainReport", "MainReportRow", "MainReportSummary", "ValueCount", "Station",
 }
 
