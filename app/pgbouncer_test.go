@@ -39,7 +39,8 @@ func TestSessionSettingsHoldThroughPgBouncer(t *testing.T) {
 	pgb := pgtest.NewPgBouncer(t, c, "default_pool_size = 1")
 	viaBouncer := db
 	viaBouncer.Host, viaBouncer.Port, viaBouncer.TransactionPooling = pgb.Host(), pgb.Port(), true
-	svc := servicetest.Start(t, viaBouncer, map[string]string{"DATABASE__SCHEMA": "analytics", "LIMITS__STATEMENT_TIMEOUT": "1"})
+	// Answers from memory off: every request must reach the database through PgBouncer.
+	svc := servicetest.Start(t, viaBouncer, map[string]string{"DATABASE__SCHEMA": "analytics", "LIMITS__STATEMENT_TIMEOUT": "1", "CACHE__ENABLED": "false"})
 
 	// Another client of the same PgBouncer pool changes the settings of the one server
 	// connection for good (session-level SET outlives its transaction there).
