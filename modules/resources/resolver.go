@@ -1,6 +1,10 @@
 package resources
 
-import "context"
+import (
+	"context"
+
+	"github.com/emsanalytics/emsquery/platform/gqljson"
+)
 
 // Resource is one dim_resource row: a version of a resource.
 type Resource struct {
@@ -33,6 +37,18 @@ type Resolver struct {
 func NewResolver(repo *Repository) *Resolver { return &Resolver{repo: repo} }
 
 func (r *Resolver) Resources(ctx context.Context) ([]*Resource, error) {
+	// When the selection allows, the JSON is written as the rows are read and gqlgen gets an
+	// empty list to marshal in its place: no row is kept, and no value allocated per field.
+	if l := gqljson.NewList[Resource](ctx); l != nil {
+		complete, err := r.repo.EachResource(ctx, l.Add)
+		if err != nil {
+			return nil, err
+		}
+		if complete && l.Done() {
+			return []*Resource{}, nil
+		}
+		// A value gqlgen must judge (see gqljson.List.Add): read the list again the usual way.
+	}
 	rows, err := r.repo.Resources(ctx)
 	if err != nil {
 		return nil, err
@@ -41,6 +57,15 @@ func (r *Resolver) Resources(ctx context.Context) ([]*Resource, error) {
 }
 
 func (r *Resolver) StationResources(ctx context.Context) ([]*StationResources, error) {
+	if l := gqljson.NewList[StationResources](ctx); l != nil { // as Resources
+		complete, err := r.repo.EachStationResources(ctx, l.Add)
+		if err != nil {
+			return nil, err
+		}
+		if complete && l.Done() {
+			return []*StationResources{}, nil
+		}
+	}
 	rows, err := r.repo.StationResources(ctx)
 	if err != nil {
 		return nil, err
