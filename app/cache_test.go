@@ -143,6 +143,11 @@ func TestCacheStatusAndWhatIsKept(t *testing.T) {
 	if r.Status != http.StatusUnauthorized || r.Header.Get(answercache.HeaderCacheStatus) != answercache.StatusBypass {
 		t.Errorf("no key: HTTP %d, Cache-Status %q; want 401 and bypass", r.Status, r.Header.Get(answercache.HeaderCacheStatus))
 	}
+	// Browsers may read the header (CORS).
+	cors := postRaw(t, svc, "/graphql", `{"query":"{ records_count { count } }"}`, map[string]string{"Origin": "http://localhost:3000"})
+	if !strings.Contains(cors.header.Get("Access-Control-Expose-Headers"), answercache.HeaderCacheStatus) {
+		t.Errorf("Access-Control-Expose-Headers %q does not list Cache-Status", cors.header.Get("Access-Control-Expose-Headers"))
+	}
 	// The export is never kept.
 	resp, body := svc.Get(t, "/v1/reports/main-report/export?start_date=2024-03-01&end_date=2024-03-31",
 		map[string]string{svc.Header: svc.Key, "SERVICE-X-API-KEY": svc.Key})

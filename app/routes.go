@@ -36,7 +36,7 @@ func (s *Server) routes(limits config.Limits, security config.Security, db *data
 			AllowOrigins:  strings.Join(security.CORS.AllowOrigins, ","),
 			AllowMethods:  "GET,POST,OPTIONS",
 			AllowHeaders:  strings.Join([]string{checker.Header(), auth.ExportHeader, fiber.HeaderContentType, fiber.HeaderAccept, fiber.HeaderXRequestID}, ","),
-			ExposeHeaders: fiber.HeaderXRequestID + "," + fiber.HeaderContentDisposition,
+			ExposeHeaders: fiber.HeaderXRequestID + "," + fiber.HeaderContentDisposition + "," + answercache.HeaderCacheStatus,
 			MaxAge:        600,
 		}))
 	}

@@ -2,8 +2,8 @@ package resources
 
 import (
 	"context"
+	"slices"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/emsanalytics/emsquery/platform/database"
@@ -23,65 +23,123 @@ const (
 	opStationResources = "station resources"
 )
 
-// Resources returns the dim_resource rows of page ordered by sk_resource.
-func (r *Repository) Resources(ctx context.Context, page keyset.Page) ([]Resource, error) {
-	const q = `SELECT sk_resource, resource_id, callsign, station_id, station, valid_from, valid_to
+// resourcesSQL reads a page (keyset.Page.Args) of dim_resource.
+const resourcesSQL = `SELECT sk_resource, resource_id, callsign, station_id, station, valid_from, valid_to
 FROM dim_resource
 WHERE sk_resource > $1
 ORDER BY sk_resource
 LIMIT $2`
+
+// EachResource reads the dim_resource rows of page ordered by sk_resource and hands each to fn without
+// keeping it: the Resource and the values its StationID, Station and ValidTo point to are reused
+// for the next row. It returns false when fn refused a row; the rows after it are read but not
+// handed on. This is the one place dim_resource's rows are decoded.
+func (r *Repository) EachResource(ctx context.Context, page keyset.Page, fn func(*Resource) bool) (bool, error) {
 	var (
-		// Scan targets, reused for every row: scanning into the Resource's own pointer fields
-		// would allocate through pgx's generic pointer plan.
+		// Scan targets, reused for every row (each would be allocated per row otherwise).
+		sk        int64
+		id        int32
+		callsign  string
 		stationID pgtype.Int4
 		station   pgtype.Text
 		from, to  pgtype.Date
+		res       Resource
+		idV       int32
+		stationV  string
+		toV       string
+		ok        = true
 	)
-	return database.Collect(ctx, r.db, opResources, q, page.Args(), func(row pgx.CollectableRow) (Resource, error) {
-		var res Resource
-		if err := row.Scan(&res.SkResource, &res.ResourceID, &res.Callsign, &stationID, &station, &from, &to); err != nil {
-			return res, err
+	dest := []any{&sk, &id, &callsign, &stationID, &station, &from, &to}
+	err := r.db.ForEachRow(ctx, opResources, resourcesSQL, page.Args(), dest, func() error {
+		if !ok {
+			return nil
 		}
+		res = Resource{SkResource: sk, ResourceID: id, Callsign: callsign, ValidFrom: database.FormatDate(from)}
 		if stationID.Valid {
-			id := stationID.Int32
-			res.StationID = &id
+			idV, res.StationID = stationID.Int32, &idV
 		}
 		if station.Valid {
-			name := station.String
-			res.Station = &name
+			stationV, res.Station = station.String, &stationV
 		}
-		res.ValidFrom = database.FormatDate(from)
 		if to.Valid {
-			s := database.FormatDate(to)
-			res.ValidTo = &s
+			toV, res.ValidTo = database.FormatDate(to), &toV
 		}
-		return res, nil
+		ok = fn(&res)
+		return nil
 	})
+	return ok, err
 }
 
-// StationResources returns every dim_station row ordered by station_id, each with the
+// Resources returns the dim_resource rows of page ordered by sk_resource.
+func (r *Repository) Resources(ctx context.Context, page keyset.Page) ([]Resource, error) {
+	rows := []Resource{}
+	_, err := r.EachResource(ctx, page, func(res *Resource) bool {
+		rows = append(rows, Resource{SkResource: res.SkResource, ResourceID: res.ResourceID, Callsign: res.Callsign,
+			StationID: kept(res.StationID), Station: kept(res.Station), ValidFrom: res.ValidFrom, ValidTo: kept(res.ValidTo)})
+		return true
+	})
+	if err != nil {
+		return nil, err
+	}
+	return rows, nil
+}
+
+// kept returns a pointer to a copy of *p (nil for nil): for a value reused after the call.
+func kept[T any](p *T) *T {
+	if p == nil {
+		return nil
+	}
+	v := *p
+	return &v
+}
+
+// stationResourcesSQL reads every dim_station row ordered by station_id, each with the
 // resource_id of its dim_resource rows ordered by resource_id then sk_resource (duplicates
 // kept), in one statement: the LEFT JOIN keeps stations without resources, whose aggregate the
 // FILTER leaves NULL and COALESCE turns into an empty array.
-func (r *Repository) StationResources(ctx context.Context) ([]StationResources, error) {
-	const q = `SELECT s.station_id, s.station_name,
+const stationResourcesSQL = `SELECT s.station_id, s.station_name,
        COALESCE(array_agg(r.resource_id ORDER BY r.resource_id, r.sk_resource)
                 FILTER (WHERE r.sk_resource IS NOT NULL), '{}') AS resource_ids
 FROM dim_station s
 LEFT JOIN dim_resource r ON r.station_id = s.station_id
 GROUP BY s.station_id
 ORDER BY s.station_id`
-	var ids []int32 // reused between rows: the scan overwrites it
-	return database.Collect(ctx, r.db, opStationResources, q, nil, func(row pgx.CollectableRow) (StationResources, error) {
-		var st StationResources
-		ids = ids[:0]
-		if err := row.Scan(&st.StationID, &st.StationName, &ids); err != nil {
-			return st, err
+
+// EachStationResources hands each station with its resources to fn as EachResource does: the
+// StationResources and its Resources slice are reused for the next row.
+func (r *Repository) EachStationResources(ctx context.Context, fn func(*StationResources) bool) (bool, error) {
+	var (
+		id   int32
+		name string
+		ids  []int32                                            // reused between rows: the scan overwrites it
+		st   = StationResources{Resources: []StationResource{}} // never nil: the list is non-null
+		ok   = true
+	)
+	dest := []any{&id, &name, &ids}
+	err := r.db.ForEachRow(ctx, opStationResources, stationResourcesSQL, nil, dest, func() error {
+		if !ok {
+			return nil
 		}
-		st.Resources = make([]StationResource, len(ids))
+		st.StationID, st.StationName = id, name
+		st.Resources = slices.Grow(st.Resources[:0], len(ids))[:len(ids)]
 		for i, id := range ids {
 			st.Resources[i].ResourceID = id
 		}
-		return st, nil
+		ok = fn(&st)
+		return nil
 	})
+	return ok, err
+}
+
+// StationResources returns every station with its resources (see stationResourcesSQL).
+func (r *Repository) StationResources(ctx context.Context) ([]StationResources, error) {
+	rows := []StationResources{}
+	_, err := r.EachStationResources(ctx, func(st *StationResources) bool {
+		rows = append(rows, StationResources{StationID: st.StationID, StationName: st.StationName, Resources: slices.Clone(st.Resources)})
+		return true
+	})
+	if err != nil {
+		return nil, err
+	}
+	return rows, nil
 }

@@ -3,6 +3,7 @@ package resources
 import (
 	"context"
 
+	"github.com/emsanalytics/emsquery/platform/gqljson"
 	"github.com/emsanalytics/emsquery/platform/keyset"
 )
 
@@ -44,6 +45,18 @@ func (r *Resolver) Resources(ctx context.Context, limit *int, after *int) ([]*Re
 	if err != nil {
 		return nil, err
 	}
+	// When the selection allows, the JSON is written as the rows are read and gqlgen gets an
+	// empty list to marshal in its place: no row is kept, and no value allocated per field.
+	if l := gqljson.NewList[Resource](ctx); l != nil {
+		complete, err := r.repo.EachResource(ctx, page, l.Add)
+		if err != nil {
+			return nil, err
+		}
+		if complete && l.Done() {
+			return []*Resource{}, nil
+		}
+		// A value gqlgen must judge (see gqljson.List.Add): read the list again the usual way.
+	}
 	rows, err := r.repo.Resources(ctx, page)
 	if err != nil {
 		return nil, err
@@ -52,6 +65,15 @@ func (r *Resolver) Resources(ctx context.Context, limit *int, after *int) ([]*Re
 }
 
 func (r *Resolver) StationResources(ctx context.Context) ([]*StationResources, error) {
+	if l := gqljson.NewList[StationResources](ctx); l != nil { // as Resources
+		complete, err := r.repo.EachStationResources(ctx, l.Add)
+		if err != nil {
+			return nil, err
+		}
+		if complete && l.Done() {
+			return []*StationResources{}, nil
+		}
+	}
 	rows, err := r.repo.StationResources(ctx)
 	if err != nil {
 		return nil, err

@@ -53,11 +53,15 @@ type store struct {
 const maxEntryShare = 8
 
 func newStore(maxBytes int64, evicted func(int)) *store {
+	return &store{maxBytes: maxBytes, maxEntry: maxBytes / maxEntryShare, lru: newLRU(), evicted: evicted}
+}
+
+func newLRU() *simplelru.LRU[key, *answer] {
 	lru, err := simplelru.NewLRU[key, *answer](math.MaxInt, nil)
 	if err != nil {
 		panic(err) // only for a size <= 0
 	}
-	return &store{maxBytes: maxBytes, maxEntry: maxBytes / maxEntryShare, lru: lru, evicted: evicted}
+	return lru
 }
 
 // fits says whether an answer of this size may be kept at all.
@@ -67,7 +71,7 @@ func (s *store) fits(a *answer) bool { return a.size() <= s.maxEntry }
 // mu. It says whether the store is now at e.
 func (s *store) advance(e uint64) bool {
 	if e > s.epoch {
-		s.lru.Purge()
+		s.lru = newLRU() // not Purge: that would walk every entry while holding mu
 		s.bytes = 0
 		s.epoch = e
 	}

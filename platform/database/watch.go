@@ -60,7 +60,10 @@ func (db *DB) Watch(ctx context.Context, channel string, interval time.Duration,
 // called once the first poll worked.
 func (db *DB) watchOnce(ctx context.Context, channel string, interval time.Duration, w Watcher, connected func()) error {
 	cctx, cancel := context.WithTimeout(ctx, max(interval, 5*time.Second))
-	conn, err := pgx.ConnectConfig(cctx, db.pool.Config().ConnConfig.Copy())
+	cc := db.pool.Config().ConnConfig.Copy()
+	// Told apart from the pool's sessions in pg_stat_activity.
+	cc.RuntimeParams["application_name"] = "emsquery cache watch"
+	conn, err := pgx.ConnectConfig(cctx, cc)
 	cancel()
 	if err != nil {
 		return fmt.Errorf("connect: %w", err)

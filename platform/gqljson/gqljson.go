@@ -29,6 +29,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/vektah/gqlparser/v2/ast"
@@ -40,14 +41,23 @@ type Writer struct {
 	types  map[string]bool
 	bulk   map[string]bool // root fields limited by gate
 	gate   chan struct{}
+	// lastSize is, per root field, the size of the first chunk of the JSON a List wrote last:
+	// the next List of that field starts with that much room (a table's size changes little
+	// between requests), instead of growing to it step by step.
+	lastSize map[string]*atomic.Int64
 }
 
 // New returns a Writer for the object types named (GraphQL type names) of schema.
 func New(schema *ast.Schema, objectTypes ...string) *Writer {
-	w := &Writer{schema: schema, types: map[string]bool{}}
+	w := &Writer{schema: schema, types: map[string]bool{}, lastSize: map[string]*atomic.Int64{}}
 	for _, t := range objectTypes {
 		if def := schema.Types[t]; def != nil && def.Kind == ast.Object {
 			w.types[t] = true
+		}
+	}
+	if schema.Query != nil {
+		for _, f := range schema.Query.Fields {
+			w.lastSize[f.Name] = new(atomic.Int64)
 		}
 	}
 	return w
@@ -140,14 +150,19 @@ func (w *Writer) Fields(ctx context.Context, next graphql.Resolver) (any, error)
 			out.b = append(out.b, "null"...)
 		} else {
 			out.b = append(out.b, '[')
-			for i := range v.Len() {
+			n := v.Len()
+			for i := range n {
 				if i > 0 {
 					out.b = append(out.b, ',')
 				}
+				before := len(out.b)
 				if out.b, ok = elem(out.b, v.Index(i)); !ok {
 					return res, err
 				}
-				out.cut()
+				if i == 0 {
+					out.reserve(len(out.b) * n)
+				}
+				out.cut(len(out.b) - before)
 			}
 			out.b = append(out.b, ']')
 		}
@@ -179,11 +194,36 @@ type chunked struct {
 	b    []byte
 }
 
-// cut starts a new chunk when the current one is (nearly) full.
-func (c *chunked) cut() {
-	if len(c.b) >= chunkSize-chunkSize/8 {
+// cut follows an element of elemLen bytes: it starts a new chunk when the current one is
+// (nearly) full, and otherwise doubles the current one (up to a chunk) when two more such
+// elements might not fit, since append alone grows large slices by a quarter at a time, which
+// copies and allocates a list's JSON about five times over.
+func (c *chunked) cut(elemLen int) {
+	switch {
+	case len(c.b) >= chunkSize-chunkSize/8:
 		c.full = append(c.full, c.b)
 		c.b = make([]byte, 0, chunkSize)
+	case cap(c.b)-len(c.b) < 2*elemLen:
+		b := make([]byte, len(c.b), min(max(2*cap(c.b), firstChunk), chunkSize))
+		copy(b, c.b)
+		c.b = b
+	}
+}
+
+// firstChunk is where a List starts: most lists (the dimension tables) are far smaller than a
+// chunk, and the doubling in cut reaches a chunk in a few steps for the large ones.
+const firstChunk = 4 << 10
+
+// reserve grows the current chunk once to hold about n bytes (at most a chunk): a list's JSON
+// estimated from its first element, so that it is not grown step by step (append grows large
+// slices by a quarter at a time, which for a list of a few hundred objects copied and allocated
+// its JSON five times over).
+func (c *chunked) reserve(n int) {
+	n = min(n+n/8, chunkSize)
+	if cap(c.b) < n {
+		b := make([]byte, len(c.b), n)
+		copy(b, c.b)
+		c.b = b
 	}
 }
 
@@ -200,6 +240,7 @@ type List[T any] struct {
 	out     chunked
 	n       int
 	bad     bool
+	size    *atomic.Int64 // the field's Writer.lastSize
 }
 
 // NewList returns a List for the root field being resolved in ctx, whose value is a list of T
@@ -223,8 +264,12 @@ func NewList[T any](ctx context.Context) *List[T] {
 	if !ok {
 		return nil
 	}
-	l := &List[T]{s: s, enc: enc, nonNull: t.Elem.NonNull}
-	l.out.b = make([]byte, 0, chunkSize)
+	l := &List[T]{s: s, enc: enc, nonNull: t.Elem.NonNull, size: s.w.lastSize[fc.Field.Name]}
+	room := firstChunk
+	if l.size != nil {
+		room = min(max(room, int(l.size.Load())+int(l.size.Load())/8), chunkSize)
+	}
+	l.out.b = make([]byte, 0, room)
 	l.out.b = append(l.out.b, '[')
 	return l
 }
@@ -249,11 +294,12 @@ func (l *List[T]) Add(v *T) bool {
 		return true
 	}
 	var ok bool
+	before := len(l.out.b)
 	if l.out.b, ok = l.enc(l.out.b, reflect.ValueOf(v).Elem()); !ok {
 		l.bad = true
 		return false
 	}
-	l.out.cut()
+	l.out.cut(len(l.out.b) - before)
 	return true
 }
 
@@ -264,6 +310,9 @@ func (l *List[T]) Done() bool {
 	}
 	l.out.b = append(l.out.b, ']')
 	l.s.json = l.out.done()
+	if l.size != nil {
+		l.size.Store(int64(len(l.s.json[0])))
+	}
 	return true
 }
 

@@ -17,22 +17,32 @@ import (
 	"github.com/emsanalytics/emsquery/platform/requestctx"
 )
 
-// New returns the logger and a cleanup that closes the log file.
+// New returns the logger and a cleanup that writes every line still queued and closes the log
+// file. Lines reach the console and the file through an asyncWriter each, so that logging a
+// request costs it no system call.
 func New(lc config.Log) (*slog.Logger, func(), error) {
 	opts := &slog.HandlerOptions{Level: lc.Level.Level(), ReplaceAttr: levelNames}
 	var handlers []slog.Handler
-	if lc.Console.Enabled {
-		handlers = append(handlers, newHandler(os.Stdout, lc.Console.Format, opts))
-	}
-	cleanup := func() {}
+	var closers []io.Closer
 	if lc.File.Enabled {
 		roller, err := openFile(lc)
 		if err != nil {
 			return nil, nil, err
 		}
+		file := newAsyncWriter(roller, int(min(lc.File.MaxSize, defaultBatch)))
 		// Files are always JSON lines: they are read by tools more often than by people.
-		handlers = append(handlers, slog.NewJSONHandler(roller, opts))
-		cleanup = func() { _ = roller.Close() }
+		handlers = append(handlers, slog.NewJSONHandler(file, opts))
+		closers = append(closers, file, roller)
+	}
+	if lc.Console.Enabled {
+		console := newAsyncWriter(os.Stdout, 0)
+		handlers = append([]slog.Handler{newHandler(console, lc.Console.Format, opts)}, handlers...)
+		closers = append(closers, console)
+	}
+	cleanup := func() {
+		for _, c := range closers {
+			_ = c.Close()
+		}
 	}
 	var h slog.Handler
 	switch len(handlers) {
