@@ -238,6 +238,7 @@ func TestDatabaseRestartUnderLoad(t *testing.T) {
 	if n := strings.Count(svc.Output(), "msg=listening"); n != 1 {
 		t.Errorf("the service started %d times, want once", n)
 	}
+	servicetest.WaitFor(t, 5*time.Second, "recovery logged", func() bool { return strings.Contains(svc.Output(), "database reachable again") })
 	if !strings.Contains(svc.Output(), "database unreachable") || !strings.Contains(svc.Output(), "database reachable again") {
 		t.Errorf("the outage and the recovery are not logged:\n%s", svc.Output())
 	}
@@ -430,6 +431,11 @@ func TestClientGoesAway(t *testing.T) {
 	if got := countOf(t, svc.GraphQL(t, "/graphql", recordsCountQuery, nil)); got != want {
 		t.Errorf("records_count = %d, want %d", got, want)
 	}
+	// Log lines reach the output a moment after they are logged (platform/logging writes them
+	// in the background): wait for the access lines of both requests.
+	servicetest.WaitFor(t, 5*time.Second, "two access lines with status 499", func() bool {
+		return strings.Count(svc.Output(), "status=499") >= 2
+	})
 	out := svc.Output()
 	if !strings.Contains(out, "the client closed its connection") {
 		t.Errorf("the cancellation is not logged:\n%s", out)

@@ -49,12 +49,17 @@ func TestLogFilesAndRequestIDs(t *testing.T) {
 		t.Error("no X-Request-ID on a response to a request without one")
 	}
 
-	// Old files are removed in the background: wait until the count settles.
+	// Old files are removed in the background: wait until the count settles. Lines are written
+	// a moment after they are logged: wait for the ping's line too.
 	var files map[string][]byte
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		files = logFiles(t, svc.LogDir)
-		if len(files) == 3 || time.Now().After(deadline) {
+		pinged := false
+		for _, b := range files {
+			pinged = pinged || bytes.Contains(b, []byte(`"request_id":"`+saneID+`"`))
+		}
+		if len(files) == 3 && pinged || time.Now().After(deadline) {
 			break
 		}
 		time.Sleep(50 * time.Millisecond)
