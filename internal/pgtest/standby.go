@@ -97,7 +97,10 @@ func (s *Cluster) WaitForReplay(ctx context.Context, primary *Cluster) error {
 		return err
 	}
 	var lsn string
-	err = pconn.QueryRow(ctx, "SELECT pg_current_wal_lsn()::text").Scan(&lsn)
+	// The insert position, not the write position: with synchronous_commit=off (the test
+	// clusters) a commit returns before its WAL is written, and the write position may not
+	// have reached it yet.
+	err = pconn.QueryRow(ctx, "SELECT pg_current_wal_insert_lsn()::text").Scan(&lsn)
 	pconn.Close(context.WithoutCancel(ctx))
 	if err != nil {
 		return err
