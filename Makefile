@@ -30,7 +30,7 @@ FUZZTIME ?= 6s
 test: test-deps
 	go vet ./...
 	go test -count=1 -timeout 20m ./...
-	for t in $(FUZZ_TARGETS); do go test ./$${t%%:*} -run='^$$' -fuzz="^$${t#*:}\$$" -fuzztime=$(FUZZTIME) || exit 1; done
+	FUZZTIME=$(FUZZTIME) scripts/fuzz.sh $(FUZZ_TARGETS)
 
 # Static checks, generated code and tidy modules: what CI demands besides the tests.
 check: lint tidy-check imports-check generate-check
