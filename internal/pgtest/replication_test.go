@@ -44,6 +44,9 @@ func TestStandbyReplicates(t *testing.T) {
 	if err := conn.QueryRow(ctx, "SELECT count(*) FROM dim_station").Scan(&n); err != nil || n != 1 {
 		t.Errorf("standby has %d stations (%v), want 1", n, err)
 	}
+	if _, err := conn.Exec(ctx, "INSERT INTO dim_station VALUES (2, 'y')"); err == nil || !strings.Contains(err.Error(), "read-only") {
+		t.Errorf("a write on the standby: %v; want a read-only refusal", err)
+	}
 	// Stop and start, as the fault tests do.
 	if err := standby.Stop(); err != nil {
 		t.Fatal(err)
