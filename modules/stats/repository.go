@@ -3,6 +3,7 @@ package stats
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -51,32 +52,27 @@ func (r *Repository) count(ctx context.Context, q string, args ...any) (int64, e
 	return n, nil
 }
 
-// valueRow is one row of the per-column statements: the column's position in the request, the
-// number of records (unique counts only) and the value's text form.
+// valueRow is one row of the per-column statement: the position of its column among the
+// statement's distinct columns, the number of records (unique counts only) and the value's text
+// form.
 type valueRow struct {
 	Ord   int32
 	Count int64
 	Value *string
 }
 
-// The per-column branches of distinct_values and unique_counts (see perColumnSQL). Each sorts
-// its column's typed values and exposes only its rank k and the value's text form, so branches
-// of different types can be put together with UNION ALL.
-const (
-	distinctBranch = `SELECT %[1]d AS ord, row_number() OVER (ORDER BY c%[1]d ASC NULLS LAST) AS k, 0::bigint AS n, c%[1]d::text AS value FROM m GROUP BY c%[1]d`
-	uniqueBranch   = `SELECT %[1]d AS ord, row_number() OVER (ORDER BY count(*) DESC, c%[1]d ASC NULLS LAST) AS k, count(*) AS n, c%[1]d::text AS value FROM m GROUP BY c%[1]d`
-)
-
 // DistinctValues returns, for each of cols in order, its distinct values among the records that
 // f selects, NULL included, ascending by the column's own type with NULL last.
 func (r *Repository) DistinctValues(ctx context.Context, cols []Column, f RecordFilter) ([]*DistinctValue, error) {
-	rows, err := r.perColumn(ctx, opDistinctValues, cols, f, distinctBranch)
+	perCol, err := r.perColumn(ctx, opDistinctValues, cols, f, false)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]*DistinctValue, len(rows))
-	for i, row := range rows {
-		out[i] = &DistinctValue{Column: cols[row.Ord].Name, Value: row.Value}
+	out := make([]*DistinctValue, 0, rowCount(perCol))
+	for i, rows := range perCol {
+		for _, row := range rows {
+			out = append(out, &DistinctValue{Column: cols[i].Name, Value: row.Value})
+		}
 	}
 	return out, nil
 }
@@ -85,32 +81,79 @@ func (r *Repository) DistinctValues(ctx context.Context, cols []Column, f Record
 // records that f selects (NULL included), the number of those records with that value; by
 // count descending, then value ascending by type with NULL last.
 func (r *Repository) UniqueCounts(ctx context.Context, cols []Column, f RecordFilter) ([]*UniqueCount, error) {
-	rows, err := r.perColumn(ctx, opUniqueCounts, cols, f, uniqueBranch)
+	perCol, err := r.perColumn(ctx, opUniqueCounts, cols, f, true)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]*UniqueCount, len(rows))
-	for i, row := range rows {
-		out[i] = &UniqueCount{Column: cols[row.Ord].Name, Count: row.Count, Value: row.Value}
+	out := make([]*UniqueCount, 0, rowCount(perCol))
+	for i, rows := range perCol {
+		for _, row := range rows {
+			out = append(out, &UniqueCount{Column: cols[i].Name, Count: row.Count, Value: row.Value})
+		}
 	}
 	return out, nil
 }
 
-// perColumn runs the statement perColumnSQL builds and scans its rows.
-func (r *Repository) perColumn(ctx context.Context, op string, cols []Column, f RecordFilter, branch string) ([]valueRow, error) {
-	q, args, err := perColumnSQL(cols, f, branch)
+// rowCount is the number of rows of all columns together.
+func rowCount(perCol [][]valueRow) int {
+	n := 0
+	for _, rows := range perCol {
+		n += len(rows)
+	}
+	return n
+}
+
+// perColumn runs the statement perColumnSQL builds for the distinct columns of cols and returns
+// the rows of each of cols, in order: a column asked for twice gets its rows twice, from one
+// grouping set.
+func (r *Repository) perColumn(ctx context.Context, op string, cols []Column, f RecordFilter, counted bool) ([][]valueRow, error) {
+	var distinct []Column
+	set := make([]int, len(cols))
+	for i, c := range cols {
+		set[i] = slices.IndexFunc(distinct, func(d Column) bool { return d.Name == c.Name })
+		if set[i] < 0 {
+			set[i] = len(distinct)
+			distinct = append(distinct, c)
+		}
+	}
+	q, args, err := perColumnSQL(distinct, f, counted)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
-	return database.Collect(ctx, r.db, op, q, args, pgx.RowToStructByPos[valueRow])
+	rows, err := database.Collect(ctx, r.db, op, q, args, pgx.RowToStructByPos[valueRow])
+	if err != nil {
+		return nil, err
+	}
+	// The rows come ordered by set: split them.
+	perSet := make([][]valueRow, len(distinct))
+	for start := 0; start < len(rows); {
+		end := start + 1
+		for end < len(rows) && rows[end].Ord == rows[start].Ord {
+			end++
+		}
+		perSet[rows[start].Ord] = rows[start:end]
+		start = end
+	}
+	out := make([][]valueRow, len(cols))
+	for i := range cols {
+		out[i] = perSet[set[i]]
+	}
+	return out, nil
 }
 
-// perColumnSQL builds one statement for any number of columns: the matching records' values of
-// cols as CTE m (columns c0, c1, ...), then branch (a format with the column's position as
-// %[1]d) for each column, joined with UNION ALL and ordered by column position, then by the rank
-// each branch computed over its typed values.
-func perColumnSQL(cols []Column, f RecordFilter, branch string) (string, Args, error) {
-	const q = `WITH m AS (SELECT %s FROM %s WHERE %s) SELECT ord, n, value FROM (%s) u ORDER BY ord, k`
+// perColumnSQL builds one statement for any number of distinct columns: the matching records
+// grouped by GROUPING SETS, one set per column, so that PostgreSQL reads the records once and
+// hashes (or sorts) each column's values, as a DBA would write it. An earlier form materialized
+// the records' values as a CTE and grouped it once per column (UNION ALL): the CTE's tuplestore
+// outgrew work_mem and spilled to disk with a few hundred thousand records (a month of the
+// 10,000,000-record demo data), which took twice the time of this statement.
+//
+// Each row's column is the one set whose GROUPING() is 0 (ord, its position in cols); in that
+// set every other column is the grouping's NULL, so ordering by the typed columns one after the
+// other orders each set by its own column's type, NULL last. unique counts (counted) order each
+// set by count first.
+func perColumnSQL(cols []Column, f RecordFilter, counted bool) (string, Args, error) {
+	const q = `SELECT %s AS ord, %s AS n, %s AS value FROM %s WHERE %s GROUP BY GROUPING SETS (%s) ORDER BY %s`
 	if len(cols) == 0 {
 		return "", nil, apierr.BadInput("columns: give at least one column; accepted columns: %s", ColumnNames())
 	}
@@ -119,12 +162,25 @@ func perColumnSQL(cols []Column, f RecordFilter, branch string) (string, Args, e
 	if err != nil {
 		return "", nil, err
 	}
-	selects := make([]string, len(cols))
-	branches := make([]string, len(cols))
-	for i, c := range cols {
-		selects[i] = fmt.Sprintf("%s AS c%d", c.Expr(), i)
-		branches[i] = fmt.Sprintf(branch, i)
+	var ord, value strings.Builder
+	ord.WriteString("CASE")
+	value.WriteString("CASE")
+	sets := make([]string, len(cols))
+	order := []string{"ord"}
+	n := "0::bigint"
+	if counted {
+		n = "count(*)"
+		order = append(order, "n DESC")
 	}
-	sql := fmt.Sprintf(q, strings.Join(selects, ", "), cond.From(cols...), cond.SQL, strings.Join(branches, " UNION ALL "))
+	for i, c := range cols {
+		e := c.Expr()
+		fmt.Fprintf(&ord, " WHEN GROUPING(%s) = 0 THEN %d", e, i)
+		fmt.Fprintf(&value, " WHEN GROUPING(%s) = 0 THEN %s::text", e, e)
+		sets[i] = "(" + e + ")"
+		order = append(order, e+" ASC NULLS LAST")
+	}
+	ord.WriteString(" END")
+	value.WriteString(" END")
+	sql := fmt.Sprintf(q, ord.String(), n, value.String(), cond.From(cols...), cond.SQL, strings.Join(sets, ", "), strings.Join(order, ", "))
 	return sql, args, nil
 }
