@@ -218,3 +218,67 @@ func TestCacheFreshAtOnceAfterNotify(t *testing.T) {
 		}
 	}
 }
+
+// With several hosts the cache watches each (contract 6.5, 6.6): here the service starts while
+// the standby is down, so under prefer-standby it first reads from the primary, and then the
+// standby takes the reads back. With the standby's replay paused, a change on the primary makes
+// the primary's version move while the standby still answers as before: answers stay the old
+// ones (the standby has not replayed the change) and once the standby replays it, they are
+// fresh within the bound. A watch on the primary alone would keep the stale answer for good.
+func TestCacheFreshWithSeveralHosts(t *testing.T) {
+	t.Parallel()
+	primary := pgtest.New(t, pgtest.Options{})
+	db := servicetest.FixtureDBOn(t, primary)
+	pool := db.Pool(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	standby := pgtest.NewStandby(t, primary)
+	if err := standby.WaitForReplay(ctx, primary); err != nil {
+		t.Fatal(err)
+	}
+	if err := standby.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	svc := servicetest.Start(t, db, map[string]string{
+		"DATABASE__HOST":                 db.Host + "," + standby.Host(),
+		"DATABASE__PORT":                 strconv.Itoa(db.Port) + "," + strconv.Itoa(standby.Port()),
+		"DATABASE__TARGET_SESSION_ATTRS": "prefer-standby",
+		// One connection, released after every request: it goes back to the standby soon.
+		"DATABASE__POOL_SIZE":    "1",
+		"DATABASE__MAX_OVERFLOW": "0",
+		"CACHE__MAX_STALENESS":   strconv.Itoa(int(staleness / time.Second)),
+	})
+	if got, want := countReply(t, gql(t, svc, "/graphql", stationCount, nil)), countNow(t, pool, ""); got != want {
+		t.Fatalf("records_count %d on the primary, want %d", got, want)
+	}
+	if err := standby.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Questions never asked before are computed, so the connection is used and released.
+	i := 0
+	servicetest.WaitFor(t, 40*time.Second, "the service's reads back on the standby", func() bool {
+		i++
+		gql(t, svc, "/graphql", stationCount, countVars("no such station "+strconv.Itoa(i)))
+		return serviceSessions(t, primary, db.Name) == 0 && serviceSessions(t, standby, db.Name) > 0
+	})
+
+	if err := standby.Exec(ctx, "postgres", "SELECT pg_wal_replay_pause()"); err != nil {
+		t.Fatal(err)
+	}
+	before := countNow(t, pool, "")
+	keptThen(t, svc, "", before)
+	applyChange(t, pool, changes[0].sql)
+	after := countNow(t, pool, "")
+	// The primary's version moved; the standby, which serves, still answers as before.
+	time.Sleep(2 * staleness)
+	if got := countReply(t, gql(t, svc, "/graphql", stationCount, nil)); got != before {
+		t.Fatalf("records_count %d with the standby's replay paused, want %d (what the standby has)", got, before)
+	}
+	if err := standby.Exec(ctx, "postgres", "SELECT pg_wal_replay_resume()"); err != nil {
+		t.Fatal(err)
+	}
+	if err := standby.WaitForReplay(ctx, primary); err != nil {
+		t.Fatal(err)
+	}
+	freshWithin(t, svc, "", before, after, time.Now(), staleness+500*time.Millisecond)
+}

@@ -10,7 +10,10 @@ package app_test
 import (
 	"context"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
+	"sync"
 	"testing"
 	"time"
 
@@ -103,16 +106,18 @@ func TestSeveralHosts(t *testing.T) {
 		return onPrimary, onStandby
 	}
 
+	// healthz's hosts: "unsuitable" is a host that answers but that the target never uses.
 	for _, tc := range []struct {
-		target, balance            string
-		wantPrimary, wantStandby   bool
-		primaryIsFirstListedChoice bool
+		target, balance          string
+		wantPrimary, wantStandby bool
+		healthPrimary            string
+		healthStandby            string
 	}{
-		{"any", "disable", true, false, true},
-		{"primary", "disable", true, false, true},
-		{"read-only", "disable", true, false, true}, // the service's sessions are read-only on any host
-		{"standby", "disable", false, true, false},
-		{"prefer-standby", "disable", false, true, false},
+		{"any", "disable", true, false, "ok", "ok"},
+		{"primary", "disable", true, false, "ok", "unsuitable"},
+		{"read-only", "disable", true, false, "ok", "ok"}, // the service's sessions are read-only on any host
+		{"standby", "disable", false, true, "unsuitable", "ok"},
+		{"prefer-standby", "disable", false, true, "ok", "ok"},
 	} {
 		t.Run(tc.target, func(t *testing.T) {
 			svc := servicetest.Start(t, db, settings(tc.target, tc.balance, "DATABASE__POOL_SIZE", "3"))
@@ -124,8 +129,8 @@ func TestSeveralHosts(t *testing.T) {
 				t.Errorf("%d sessions on the primary, %d on the standby; want primary %v, standby %v", p, s, tc.wantPrimary, tc.wantStandby)
 			}
 			m := wantJSON(t, svc, "/v1/healthz", http.StatusOK, map[string]string{"status": "ok", "database": "ok"})
-			if hosts, _ := m["hosts"].(map[string]any); hosts[pAddr] != "ok" || hosts[sAddr] != "ok" {
-				t.Errorf("healthz hosts = %v, want both ok", m["hosts"])
+			if hosts, _ := m["hosts"].(map[string]any); hosts[pAddr] != tc.healthPrimary || hosts[sAddr] != tc.healthStandby {
+				t.Errorf("healthz hosts = %v, want the primary %s and the standby %s", m["hosts"], tc.healthPrimary, tc.healthStandby)
 			}
 		})
 	}
@@ -210,6 +215,145 @@ func TestSeveralHosts(t *testing.T) {
 			okBefore, failed, okDown, okBack, back.Sub(restarting).Round(time.Millisecond))
 		if okBefore == 0 || okDown == 0 || okBack == 0 {
 			t.Errorf("the load missed a phase: %d before, %d while down, %d after", okBefore, okDown, okBack)
+		}
+	})
+}
+
+// hostSwitch stands for a database host: it forwards TCP connections to target, or, while
+// hanging, accepts them and never answers (a hung server, or an address whose packets are
+// dropped after the handshake). Switching ends the connections open so far, as a hang does once
+// their TCP peers give up.
+type hostSwitch struct {
+	ln      net.Listener
+	target  string
+	mu      sync.Mutex
+	hanging bool
+	conns   []net.Conn
+}
+
+func newHostSwitch(t *testing.T, target string, hanging bool) *hostSwitch {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &hostSwitch{ln: ln, target: target, hanging: hanging}
+	t.Cleanup(func() { ln.Close(); h.hang(true) })
+	go h.serve()
+	return h
+}
+
+func (h *hostSwitch) addr() string { return h.ln.Addr().String() }
+
+func (h *hostSwitch) hang(hanging bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.hanging = hanging
+	for _, c := range h.conns {
+		c.Close()
+	}
+	h.conns = nil
+}
+
+func (h *hostSwitch) serve() {
+	for {
+		c, err := h.ln.Accept()
+		if err != nil {
+			return
+		}
+		h.mu.Lock()
+		hanging := h.hanging
+		h.conns = append(h.conns, c)
+		h.mu.Unlock()
+		if hanging {
+			continue
+		}
+		up, err := net.Dial("tcp", h.target)
+		if err != nil {
+			c.Close()
+			continue
+		}
+		h.mu.Lock()
+		h.conns = append(h.conns, up)
+		h.mu.Unlock()
+		go func() { _, _ = io.Copy(up, c); up.Close() }()
+		go func() { _, _ = io.Copy(c, up); c.Close() }()
+	}
+}
+
+// A first host that hangs: healthz is 200 while the second answers, also when the pool is empty
+// and its own check therefore waits on the hanging host past the check's 2 s; and when the
+// first host starts hanging under load, only the requests running on it may fail, and requests
+// sent 5 s later all succeed on the second host.
+func TestHangingHost(t *testing.T) {
+	t.Parallel()
+	db := servicetest.FixtureDB(t)
+	want := expectedCount(t, db)
+	dbAddr := net.JoinHostPort(db.Host, fmt.Sprint(db.Port))
+	settings := func(first *hostSwitch, poolSize string) map[string]string {
+		host, port, _ := net.SplitHostPort(first.addr())
+		return map[string]string{
+			"DATABASE__HOST":         host + "," + db.Host,
+			"DATABASE__PORT":         fmt.Sprintf("%s,%d", port, db.Port),
+			"DATABASE__POOL_SIZE":    poolSize,
+			"DATABASE__MAX_OVERFLOW": "4",
+			"CACHE__ENABLED":         "false",
+		}
+	}
+
+	t.Run("healthz with the pool empty", func(t *testing.T) {
+		t.Parallel()
+		hung := newHostSwitch(t, dbAddr, true)
+		// POOL_SIZE 0: no connection is made before the check.
+		svc := servicetest.Start(t, db, settings(hung, "0"))
+		start := time.Now()
+		m := wantJSON(t, svc, "/v1/healthz", http.StatusOK, map[string]string{"status": "ok", "database": "ok"})
+		if d := time.Since(start); d > 3*time.Second {
+			t.Errorf("healthz took %s, want <= 3s", d)
+		}
+		if hosts, _ := m["hosts"].(map[string]any); hosts[hung.addr()] != "no answer" || hosts[dbAddr] != "ok" {
+			t.Errorf("healthz hosts = %v, want %s without answer and %s ok", m["hosts"], hung.addr(), dbAddr)
+		}
+		if got := countOf(t, svc.GraphQL(t, "/graphql", recordsCountQuery, nil)); got != want {
+			t.Errorf("records_count = %d, want %d", got, want)
+		}
+	})
+
+	t.Run("starts hanging under load", func(t *testing.T) {
+		t.Parallel()
+		first := newHostSwitch(t, dbAddr, false)
+		svc := servicetest.Start(t, db, settings(first, "3"))
+		load := startLoad(svc, 3, 1_000_000, 40*time.Second, 20*time.Millisecond)
+		defer load.stop()
+		time.Sleep(time.Second)
+		hanging := time.Now()
+		first.hang(true)
+		time.Sleep(8 * time.Second)
+		m := wantJSON(t, svc, "/v1/healthz", http.StatusOK, map[string]string{"status": "ok", "database": "ok"})
+		if hosts, _ := m["hosts"].(map[string]any); hosts[first.addr()] != "no answer" || hosts[dbAddr] != "ok" {
+			t.Errorf("healthz hosts = %v, want %s without answer and %s ok", m["hosts"], first.addr(), dbAddr)
+		}
+		outcomes := load.stop()
+		var okBefore, failed, okAfter int
+		for _, o := range outcomes {
+			at := o.start.Sub(hanging).Round(time.Millisecond)
+			switch {
+			case o.err != nil || o.status != http.StatusOK || o.code != "":
+				failed++
+				if o.start.After(hanging.Add(5*time.Second)) || o.end.Before(hanging) {
+					t.Errorf("request at %+v failed: status %d, code %s, err %v", at, o.status, o.code, o.err)
+				}
+			case o.count != want:
+				t.Errorf("request at %+v: records_count = %d, want %d", at, o.count, want)
+			case o.end.Before(hanging):
+				okBefore++
+			case o.start.After(hanging.Add(5 * time.Second)):
+				okAfter++
+			}
+		}
+		t.Logf("%d answers before the hang, %d failed around it, %d from 5 s after it", okBefore, failed, okAfter)
+		if okBefore == 0 || okAfter == 0 {
+			t.Errorf("the load missed a phase: %d before, %d from 5 s after", okBefore, okAfter)
 		}
 	})
 }

@@ -76,7 +76,7 @@ type DB struct {
 // NewDB returns the shared cluster's fresh, empty database with the schema applied.
 func NewDB(t testing.TB) DB {
 	t.Helper()
-	return NewDBOn(t, pgtest.Shared(t))
+	return newDatabase(t, pgtest.Shared(t), true)
 }
 
 // NewDBOn is NewDB on cluster c: a cluster of the test's own (pgtest.New), which it may stop,
@@ -84,20 +84,24 @@ func NewDB(t testing.TB) DB {
 // Backend.
 func NewDBOn(t testing.TB, c *pgtest.Cluster) DB {
 	t.Helper()
-	return newDatabase(t, c)
+	return newDatabase(t, c, false)
 }
 
 // FixtureDB returns a fresh database holding the hand-made edge-case fixture.
 func FixtureDB(t testing.TB) DB {
 	t.Helper()
-	return FixtureDBOn(t, pgtest.Shared(t))
+	return withFixture(t, NewDB(t))
 }
 
 // FixtureDBOn is FixtureDB on cluster c, a cluster of the test's own.
 func FixtureDBOn(t testing.TB, c *pgtest.Cluster) DB {
 	t.Helper()
-	db := NewDBOn(t, c)
-	if err := c.Exec(context.Background(), db.Name, fixture.EdgeSQL); err != nil {
+	return withFixture(t, NewDBOn(t, c))
+}
+
+func withFixture(t testing.TB, db DB) DB {
+	t.Helper()
+	if err := db.Cluster.Exec(context.Background(), db.Name, fixture.EdgeSQL); err != nil {
 		t.Fatalf("load fixture: %v", err)
 	}
 	return db

@@ -6,15 +6,19 @@ import (
 	"github.com/emsanalytics/emsquery/internal/servicetest"
 )
 
-// The same tests through PgBouncer in transaction pooling mode and, for fact_oxygen, whose key
-// to fact_record the partitioned layout drops, on that layout (contract section 6.6).
+// The same tests through PgBouncer in transaction pooling mode and on the partitioned layout,
+// where fact_oxygen loses its key to fact_record (contract section 6.6): the answers, paging
+// included, must not change.
+var backendTests = []func(*testing.T){
+	TestPatientsOnFixture, TestOxygensOnFixture, TestEmptyDatabase, TestManyRows, TestKeysetPaging,
+}
 
 func TestThroughPgBouncer(t *testing.T) {
 	t.Parallel()
-	servicetest.RunOn(t, servicetest.ThroughPgBouncer, TestPatientsOnFixture, TestOxygensOnFixture)
+	servicetest.RunOn(t, servicetest.ThroughPgBouncer, backendTests...)
 }
 
 func TestOnPartitionedLayout(t *testing.T) {
 	t.Parallel()
-	servicetest.RunOn(t, servicetest.Partitioned, TestOxygensOnFixture)
+	servicetest.RunOn(t, servicetest.Partitioned, backendTests...)
 }

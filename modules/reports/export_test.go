@@ -274,7 +274,8 @@ func TestExportBadArguments(t *testing.T) {
 }
 
 // TestExportAuth: the export needs the key in SERVICE-X-API-KEY as well as in the configured
-// header; when the configured header is SERVICE-X-API-KEY, that one header does both.
+// header; when the configured header is SERVICE-X-API-KEY, that one header does both. Direct
+// only: keys are checked before the database is asked, so a backend changes nothing here.
 func TestExportAuth(t *testing.T) {
 	db := servicetest.FixtureDB(t)
 	path := exportPath + "?start_date=2024-03-01&end_date=2024-03-31"
@@ -335,7 +336,8 @@ FROM generate_series(1, 300000) AS g`
 
 // TestExportClientDisconnectStopsQuery: a client that hangs up in the middle of a large export
 // makes the service cancel the COPY; the connection's query leaves pg_stat_activity, and the
-// service keeps serving.
+// service keeps serving. Direct only: it is about the service's own connection handling, and
+// behind PgBouncer pg_stat_activity shows PgBouncer's server sessions, not the service's.
 func TestExportClientDisconnectStopsQuery(t *testing.T) {
 	e := start(t, manyRows)
 	ctx := context.Background()
@@ -393,7 +395,8 @@ WHERE datname = current_database() AND application_name = 'emsquery' AND state =
 }
 
 // TestExportStopsAtShutdown: an export whose client does not read does not hold the service
-// (or its database connection) past the shutdown bound.
+// (or its database connection) past the shutdown bound. Direct only: it is about the service's
+// own shutdown, which no backend changes.
 func TestExportStopsAtShutdown(t *testing.T) {
 	db := servicetest.FixtureDB(t)
 	if err := db.Cluster.Exec(context.Background(), db.Name, manyRows); err != nil {

@@ -6,8 +6,18 @@ import (
 	"github.com/emsanalytics/emsquery/internal/servicetest"
 )
 
-// The same tests through PgBouncer in transaction pooling mode (contract section 6.6).
+// The same tests through PgBouncer in transaction pooling mode and on the partitioned layout
+// (contract section 6.6): the answers, paging included, must not change.
+var backendTests = []func(*testing.T){
+	TestResourcesOnFixture, TestStationResourcesOnFixture, TestEmptyDatabase, TestResourcesPaging,
+}
+
 func TestThroughPgBouncer(t *testing.T) {
 	t.Parallel()
-	servicetest.RunOn(t, servicetest.ThroughPgBouncer, TestResourcesOnFixture, TestStationResourcesOnFixture)
+	servicetest.RunOn(t, servicetest.ThroughPgBouncer, backendTests...)
+}
+
+func TestOnPartitionedLayout(t *testing.T) {
+	t.Parallel()
+	servicetest.RunOn(t, servicetest.Partitioned, backendTests...)
 }

@@ -8,8 +8,10 @@
 //
 // Freshness: every answer is kept under the data version (an epoch, see versions) current when
 // its computation started, and served only while that version is still current. The version
-// comes from database.Watch: a connection of its own that reads the server's WAL position every
-// CACHE__MAX_STALENESS/2 and listens for NOTIFY on CACHE__NOTIFY_CHANNEL.
+// comes from database.Watch: a connection of its own to each database host that reads the
+// server's WAL position every CACHE__MAX_STALENESS/2 and listens for NOTIFY on
+// CACHE__NOTIFY_CHANNEL; with several hosts a change on any of them starts a new version, and
+// every host must have been read within the bound (see versions).
 //
 // Identical questions in flight are coalesced (golang.org/x/sync/singleflight, keyed by key
 // and version): the first computes, the others wait for its answer; when that answer cannot be
@@ -81,7 +83,7 @@ func New(cfg config.Cache, db *database.DB, log *slog.Logger, mp metric.MeterPro
 	}
 	c.store = newStore(int64(cfg.MaxBytes), c.metrics.evicted)
 	staleness := cfg.MaxStaleness.Duration()
-	c.versions = newVersions(staleness, log, c.metrics.invalidated)
+	c.versions = newVersions(db.Hosts(), staleness, log, c.metrics.invalidated)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {

@@ -18,7 +18,8 @@ import (
 // be read (the database is down), no epoch is current after the bound: answers are computed,
 // none is served from memory. A notification starts a new epoch at once; so does the first poll
 // after a failure (notifications may have been lost, and a server that came back may be another
-// one).
+// one). With several database hosts, each is polled on its own and all must be (hostState):
+// while one cannot be read, answers are computed, none is served from memory.
 type versions struct {
 	staleness time.Duration
 	log       *slog.Logger
@@ -26,16 +27,26 @@ type versions struct {
 
 	current atomic.Pointer[versionState]
 
-	mu         sync.Mutex // held by the writers: Version, Notified, Lost
-	lastRead   string
-	lost       bool // a failure since the last poll: the next one starts a new epoch
-	failing    bool // the failure is logged; recovery will be
-	unlistened bool // LISTEN refused, logged
+	mu         sync.Mutex  // held by the writers: Version, Notified, Lost
+	hosts      []hostState // one per configured database host
+	failing    bool        // a failure is logged; recovery will be
+	unlistened bool        // LISTEN refused, logged
+}
+
+// hostState is one database host as its polls found it. With several hosts each has its own
+// version: the pool may read from any of them, and a standby shows a change only once it has
+// replayed it, later than the primary. An epoch is current only while every host's latest poll
+// is within the bound, so an answer a lagging standby computed after the primary's change was
+// seen is dropped when the standby's own poll sees the change.
+type hostState struct {
+	lastRead string
+	read     time.Time // when its latest successful poll was sent
+	lost     bool      // a failure since its last poll: the next one starts a new epoch
 }
 
 type versionState struct {
 	epoch uint64
-	read  time.Time // when the latest poll that confirmed epoch was sent
+	read  time.Time // when the oldest of the hosts' latest polls was sent; zero before all polled
 }
 
 // Reasons for a new epoch, the emsquery.cache.invalidations counter's attribute.
@@ -45,13 +56,15 @@ const (
 	reasonReconnected = "reconnected"
 )
 
-func newVersions(staleness time.Duration, log *slog.Logger, onNew func(string)) *versions {
-	v := &versions{staleness: staleness, log: log, onNew: onNew}
+// newVersions is the data version of hosts database hosts (at least 1).
+func newVersions(hosts int, staleness time.Duration, log *slog.Logger, onNew func(string)) *versions {
+	v := &versions{staleness: staleness, log: log, onNew: onNew, hosts: make([]hostState, max(hosts, 1))}
 	v.current.Store(&versionState{})
 	return v
 }
 
-// epoch returns the current epoch, and false when none is current (no poll within the bound).
+// epoch returns the current epoch, and false when none is current (some host not polled
+// within the bound).
 func (v *versions) epoch() (uint64, bool) {
 	s := v.current.Load()
 	if s.read.IsZero() || time.Since(s.read) >= v.staleness {
@@ -60,7 +73,8 @@ func (v *versions) epoch() (uint64, bool) {
 	return s.epoch, true
 }
 
-// age is how long ago the latest successful poll was sent; false before the first.
+// age is how long ago the oldest of the hosts' latest successful polls was sent; false before
+// every host was polled once.
 func (v *versions) age() (time.Duration, bool) {
 	s := v.current.Load()
 	if s.read.IsZero() {
@@ -69,30 +83,55 @@ func (v *versions) age() (time.Duration, bool) {
 	return time.Since(s.read), true
 }
 
-// Version records a poll's result.
-func (v *versions) Version(read string, sent time.Time) {
+// Version records a poll's result on host.
+func (v *versions) Version(host int, read string, sent time.Time) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	s := *v.current.Load()
+	h := &v.hosts[host]
 	switch {
-	case s.read.IsZero() && v.lastRead == "":
-		s.epoch++ // the first: nothing is kept yet
-	case v.lost:
+	case h.read.IsZero() && h.lastRead == "":
+		s.epoch++ // the host's first: nothing computed there before is known to be current
+	case h.lost:
 		s.epoch++
 		v.onNew(reasonReconnected)
-	case read != v.lastRead:
+	case read != h.lastRead:
 		s.epoch++
 		v.onNew(reasonDataChanged)
 	}
-	if sent.After(s.read) {
-		s.read = sent
+	if sent.After(h.read) {
+		h.read = sent
 	}
-	v.lastRead, v.lost = read, false
+	h.lastRead, h.lost = read, false
+	s.read = v.oldestRead()
 	v.current.Store(&s)
-	if v.failing {
+	if v.failing && !v.anyLost() {
 		v.failing = false
 		v.log.Info("cache: the data version can be read again; answers are kept again")
 	}
+}
+
+// oldestRead is the oldest of the hosts' latest polls, zero while one was never polled.
+func (v *versions) oldestRead() time.Time {
+	oldest := v.hosts[0].read
+	for _, h := range v.hosts[1:] {
+		if h.read.IsZero() || h.read.Before(oldest) {
+			oldest = h.read
+		}
+		if oldest.IsZero() {
+			break
+		}
+	}
+	return oldest
+}
+
+func (v *versions) anyLost() bool {
+	for _, h := range v.hosts {
+		if h.lost {
+			return true
+		}
+	}
+	return false
 }
 
 // Notified starts a new epoch at once.
@@ -106,15 +145,19 @@ func (v *versions) Notified() {
 	v.log.Info("cache: notification received; answers from memory dropped")
 }
 
-// Lost notes that the version cannot be read for now.
-func (v *versions) Lost(err error) {
+// Lost notes that host's version cannot be read for now.
+func (v *versions) Lost(host int, err error) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	v.lost = true
+	v.hosts[host].lost = true
 	if !v.failing {
 		v.failing = true
+		attrs := []any{"error", err.Error()}
+		if len(v.hosts) > 1 {
+			attrs = append(attrs, "host_index", host)
+		}
 		v.log.Warn("cache: cannot read the data version; answers are computed, none from memory, until it can be read again",
-			"error", err.Error())
+			attrs...)
 	}
 }
 

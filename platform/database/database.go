@@ -44,6 +44,9 @@ type DB struct {
 	// (DATABASE__TRANSACTION_POOLING); empty when the session settings travel at connect.
 	session   sessionSettings
 	endpoints []config.Endpoint
+	// preferStandby: DATABASE__TARGET_SESSION_ATTRS=prefer-standby, under which the pool falls
+	// back to any host (CheckHosts).
+	preferStandby bool
 }
 
 // Open builds the pool. It does not wait for the database: the service starts, and healthz
@@ -78,7 +81,7 @@ func Open(d config.Database, limits config.Limits, log *slog.Logger, mp metric.M
 	reach := newReachability(pool, log, len(eps))
 	db := &DB{pool: pool, poolTimeout: d.PoolTimeout.Duration(), metrics: m, reach: reach, spans: newStatementSpans(tp, d),
 		statementTimeout: limits.StatementTimeout.Duration(), exportTimeout: limits.ExportTimeout.Duration(),
-		endpoints: eps}
+		endpoints: eps, preferStandby: d.TargetSessionAttrs == config.TargetPreferStandby}
 	if d.TransactionPooling {
 		db.session = newSessionSettings(d.Schema, limits.StatementTimeout.Duration())
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -20,33 +21,61 @@ const (
 	watchRetryLast  = 15 * time.Second
 )
 
-// Watcher is told what DB.Watch sees.
+// Watcher is told what DB.Watch sees. host is the configured host's index (0 to Hosts()-1):
+// each host is watched on a connection of its own.
 type Watcher interface {
-	// Version: the data version (see DataVersion's statement) read by a poll sent at sent.
-	Version(v string, sent time.Time)
+	// Version: host's data version (see dataVersion's statement) read by a poll sent at sent.
+	Version(host int, v string, sent time.Time)
 	// Notified: a notification on the channel arrived.
 	Notified()
-	// Lost: the connection failed or broke. Until the next Version the data may have changed
-	// unseen, and notifications sent meanwhile are lost.
-	Lost(err error)
+	// Lost: host's connection failed or broke. Until its next Version the data may have
+	// changed there unseen, and notifications sent meanwhile are lost.
+	Lost(host int, err error)
 	// Unlistened: the server refused LISTEN (a hot standby cannot listen); polling goes on,
 	// and LISTEN is tried again when the connection is replaced.
 	Unlistened(err error)
 }
 
-// Watch keeps a connection of its own to the database until ctx ends: every interval it reads
-// the data version, and in between it listens on channel (unless empty). It is not one of the
-// pool's, so a busy pool never delays it (and it holds no pooled connection while it waits);
-// it is built from the pool's settings, so it reaches the same server with the same
+// Hosts is how many database hosts are configured: Watch reports on each.
+func (db *DB) Hosts() int { return len(db.endpoints) }
+
+// Watch keeps a connection of its own to each configured host until ctx ends: every interval it
+// reads that host's data version, and in between it listens on channel (unless empty). With
+// several hosts every host is watched, whatever its role and DATABASE__TARGET_SESSION_ATTRS:
+// the pool may read from any of them (load balancing, prefer-standby falling back and
+// returning, a failover), and a standby makes a change visible later than the primary, so only
+// each host's own version says when its answers change. The connections are not the pool's,
+// so a busy pool never delays them (and they hold no pooled connection while they wait); they
+// are built from the pool's settings, so they reach the same servers with the same
 // credentials and TLS. A broken connection is replaced, with a growing pause while that fails.
 func (db *DB) Watch(ctx context.Context, channel string, interval time.Duration, w Watcher) {
+	base := db.pool.Config().ConnConfig
+	if len(db.endpoints) < 2 {
+		db.watchHost(ctx, 0, base, channel, interval, w)
+		return
+	}
+	var wg sync.WaitGroup
+	for i := range db.endpoints {
+		cc := base.Copy()
+		if i > 0 {
+			fb := base.Fallbacks[i-1]
+			cc.Host, cc.Port, cc.TLSConfig = fb.Host, fb.Port, fb.TLSConfig
+		}
+		cc.Fallbacks, cc.ValidateConnect = nil, nil
+		wg.Go(func() { db.watchHost(ctx, i, cc, channel, interval, w) })
+	}
+	wg.Wait()
+}
+
+// watchHost is Watch for one host, reached with cc.
+func (db *DB) watchHost(ctx context.Context, host int, cc *pgx.ConnConfig, channel string, interval time.Duration, w Watcher) {
 	pause := watchRetryFirst
 	for ctx.Err() == nil {
-		err := db.watchOnce(ctx, channel, interval, w, func() { pause = watchRetryFirst })
+		err := db.watchOnce(ctx, host, cc, channel, interval, w, func() { pause = watchRetryFirst })
 		if ctx.Err() != nil {
 			return
 		}
-		w.Lost(err)
+		w.Lost(host, err)
 		select {
 		case <-ctx.Done():
 			return
@@ -58,9 +87,9 @@ func (db *DB) Watch(ctx context.Context, channel string, interval time.Duration,
 
 // watchOnce connects, listens, and polls until the connection fails or ctx ends; connected is
 // called once the first poll worked.
-func (db *DB) watchOnce(ctx context.Context, channel string, interval time.Duration, w Watcher, connected func()) error {
+func (db *DB) watchOnce(ctx context.Context, host int, cc *pgx.ConnConfig, channel string, interval time.Duration, w Watcher, connected func()) error {
 	cctx, cancel := context.WithTimeout(ctx, max(interval, 5*time.Second))
-	cc := db.pool.Config().ConnConfig.Copy()
+	cc = cc.Copy()
 	// Told apart from the pool's sessions in pg_stat_activity.
 	cc.RuntimeParams["application_name"] = "emsquery cache watch"
 	conn, err := pgx.ConnectConfig(cctx, cc)
@@ -93,7 +122,7 @@ func (db *DB) watchOnce(ctx context.Context, channel string, interval time.Durat
 		if err != nil {
 			return err
 		}
-		w.Version(v, sent)
+		w.Version(host, v, sent)
 		if first {
 			connected()
 		}
