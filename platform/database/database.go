@@ -181,6 +181,11 @@ func PoolConfig(d config.Database, limits config.Limits) (*pgxpool.Config, error
 	// Connections above POOL_SIZE are the overflow: close them soon after the burst.
 	pc.MaxConnIdleTime = time.Minute
 	pc.HealthCheckPeriod = healthCheckPeriod
+	// pgxpool pings a connection that was idle for a second before handing it out, with the
+	// request's own deadline unless PingTimeout is set: a host whose open connections stall
+	// (no RST, no answer) would then hold the request until its timeout. With a bound the pool
+	// drops that connection and takes or opens another, on another host when this one is down.
+	pc.PingTimeout = pingTimeout
 	return pc, nil
 }
 
@@ -197,6 +202,9 @@ func PoolConfig(d config.Database, limits config.Limits) (*pgxpool.Config, error
 // statements get). With 15 s, a dashboard query every few seconds met such a session every 15 s
 // until all POOL_SIZE sessions had run it.
 const healthCheckPeriod = time.Minute
+
+// pingTimeout is generous for an empty statement on an idle session, even on a busy server.
+const pingTimeout = 2 * time.Second
 
 // validateConnect is libpq's target_session_attrs check, pgx's implementation of it. As with
 // libpq, read-only accepts a session that is read-only by default, and the service's own
