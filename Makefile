@@ -1,12 +1,13 @@
 # Two commands set everything up on a fresh Debian machine:
 #   make demo   throwaway PostgreSQL + demo data + the service on http://127.0.0.1:9090
 #   make test   every test (installs PostgreSQL, Chromium and Prometheus when missing)
+#   make test-traces  the trace tests against a real Jaeger (built once, ~30 min the first time)
 
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 GQLGEN_CONFIGS := $(wildcard app/gql*/gqlgen.yml)
 
-.PHONY: build demo demo-stop test test-deps check generate generate-check lint tidy-check imports-check bench soak clean
+.PHONY: build demo demo-stop test test-traces test-deps check generate generate-check lint tidy-check imports-check bench soak clean
 
 build:
 	go build -trimpath -ldflags "$(LDFLAGS)" -o bin/emsquery .
@@ -32,7 +33,16 @@ test: test-deps
 	go test -count=1 -timeout 20m ./...
 	FUZZTIME=$(FUZZTIME) scripts/fuzz.sh $(FUZZ_TARGETS)
 
-# Static checks, generated code and tidy modules: what CI demands besides the tests.
+# The trace tests against a real Jaeger (app/traces_jaeger_test.go, build tag jaeger): Jaeger,
+# pinned, is built from source into ~/.cache/emsquery/ the first time (about half an hour, so
+# not in make test, whose trace tests use internal/otlptest's receiver), then about a minute.
+test-traces:
+	scripts/ensure-postgres.sh >/dev/null
+	scripts/jaeger.sh >/dev/null
+	go test -tags jaeger -count=1 -timeout 10m -run '^TestTracesJaeger' ./app
+
+# Static checks (with the build tag jaeger, so that app/traces_jaeger_test.go is checked too),
+# generated code and tidy modules: what CI demands besides the tests.
 check: lint tidy-check imports-check generate-check
 
 # Imports point one way: root -> app -> modules -> platform (docs/architecture.md).
@@ -45,8 +55,8 @@ tidy-check:
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
-	go vet ./...
-	go tool staticcheck ./...
+	go vet -tags jaeger ./...
+	go tool staticcheck -tags jaeger ./...
 
 generate:
 	go tool wire gen .

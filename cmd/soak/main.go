@@ -7,11 +7,23 @@
 // (internal/otlptest, counting what arrives), starts the real binary with every telemetry signal
 // on (metrics on the Prometheus scrape endpoint and pushed over OTLP every 10 s, a trace for every
 // request over OTLP) and a named key from a keys file (AUTHENTICATION__API_KEYS_FILE, with a rate
-// limit above the load's), and sends records_count, distinct_values, unique_counts,
-// station_resources and main_report at a fixed rate. The answer cache, where the service has
-// one, is on (its default). Every answer must be 200 without errors and byte for byte the
-// answer that query got the first time (the data does not change). Every 10 s it samples the
-// process's VmRSS (/proc/<pid>/status) and go_goroutine_count (the service's runtime metrics).
+// limit above the load's), and sends a mix of questions at a fixed rate: records_count,
+// distinct_values, unique_counts, station_resources, record_series and record_stats on /graphql
+// and main_report on /serve/graphql, with filters of the comparison operators and of IN and
+// NOT_EQUALS.
+//
+// The answer cache is on (its default). Fixed questions alone would all be answered from memory
+// after their first time, so one request in four is a question with drawn values (a period and
+// stations; seeded, so every run sends the same), most of them new (misses), and every
+// SOAK_NOTIFY_EVERY the soak sends a NOTIFY on the cache's channel, which drops every answer in
+// memory (an invalidation). The data does not change, so every answer must be 200 without errors
+// and byte for byte the answer the same question got the first time, from memory or not. The
+// summary gives the service's own cache counters (hits, misses, coalesced, bypasses,
+// invalidations by reason, from its metrics) beside the Cache-Status headers the load saw; the
+// run fails when no answer came from memory, none was computed, or a NOTIFY was not seen.
+//
+// Every 10 s it samples the process's VmRSS (/proc/<pid>/status) and go_goroutine_count (the
+// service's runtime metrics).
 //
 // Growth is judged between two quiet samples, taken with no request in flight (goroutines come
 // and go with requests; a leak stays): the baseline after a warm-up (a tenth of the run, 10 s to
@@ -29,6 +41,7 @@
 //	SOAK_RECORDS               200000  demo records to load
 //	SOAK_MAX_RSS_GROWTH        20      percent
 //	SOAK_MAX_GOROUTINE_GROWTH  5       goroutines
+//	SOAK_NOTIFY_EVERY          30s     how often a NOTIFY on the cache's channel is sent
 //
 // The load only ever goes to 127.0.0.1, stops by itself after SOAK_DURATION, and Ctrl-C ends it
 // early (the cluster and the service are stopped either way).
@@ -45,6 +58,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	mrand "math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -77,17 +91,23 @@ type settings struct {
 	records        int
 	maxRSSGrowth   float64
 	maxGoroutineUp int
+	notifyEvery    time.Duration
 }
 
 func readSettings() (settings, error) {
-	s := settings{duration: 10 * time.Minute, rate: 50, records: 200_000, maxRSSGrowth: 20, maxGoroutineUp: 5}
+	s := settings{duration: 10 * time.Minute, rate: 50, records: 200_000, maxRSSGrowth: 20, maxGoroutineUp: 5, notifyEvery: 30 * time.Second}
 	var errs []error
-	if v := os.Getenv("SOAK_DURATION"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil || d <= 0 {
-			errs = append(errs, fmt.Errorf("SOAK_DURATION: %q is not a positive duration (e.g. 10m)", v))
+	for _, d := range []struct {
+		name string
+		dst  *time.Duration
+	}{{"SOAK_DURATION", &s.duration}, {"SOAK_NOTIFY_EVERY", &s.notifyEvery}} {
+		if v := os.Getenv(d.name); v != "" {
+			t, err := time.ParseDuration(v)
+			if err != nil || t <= 0 {
+				errs = append(errs, fmt.Errorf("%s: %q is not a positive duration (e.g. 10m)", d.name, v))
+			}
+			*d.dst = t
 		}
-		s.duration = d
 	}
 	ints := []struct {
 		name string
@@ -156,7 +176,8 @@ func soak(ctx context.Context, s settings) error {
 		return fmt.Errorf("start a PostgreSQL cluster: %w", err)
 	}
 	defer cluster.Destroy()
-	if err := load(ctx, cluster, s.records); err != nil {
+	stations, err := load(ctx, cluster, s.records)
+	if err != nil {
 		return err
 	}
 
@@ -174,10 +195,16 @@ func soak(ctx context.Context, s settings) error {
 
 	queries := mix()
 	warmup := min(max(s.duration/10, 10*time.Second), time.Minute)
-	progress("load: %d req/s of %d queries for %s after a %s warm-up; pid %d", s.rate, len(queries), s.duration, warmup, svc.cmd.Process.Pid)
-	ld := newLoad(svc, queries, s.rate)
+	progress("load: %d req/s of %d fixed questions and drawn ones (one in %d) for %s after a %s warm-up, a NOTIFY every %s; pid %d",
+		s.rate, len(queries), varyingEvery, s.duration, warmup, s.notifyEvery, svc.cmd.Process.Pid)
+	ld := newLoad(svc, queries, newVarying(stations), s.rate)
 	ld.start()
 	defer ld.stop()
+	nt, err := startNotifier(ctx, cluster, s.notifyEvery)
+	if err != nil {
+		return err
+	}
+	defer nt.stop()
 
 	var samples []sample
 	take := func(phase string) error {
@@ -198,6 +225,7 @@ func soak(ctx context.Context, s settings) error {
 	defer tick.Stop()
 	lastReport := began
 	interrupted, warm := false, false
+	var atStart map[string]int64 // the cache counters at the baseline
 loop:
 	for time.Now().Before(end) {
 		select {
@@ -219,6 +247,9 @@ loop:
 			paused := time.Now()
 			ld.quiet()
 			end = end.Add(time.Since(paused)) // the load runs SOAK_DURATION after the baseline
+			if atStart, err = svc.cacheCounters(); err != nil {
+				return err
+			}
 		}
 		err := take(phase)
 		ld.resume()
@@ -233,12 +264,15 @@ loop:
 		}
 	}
 	ld.stop()
+	nt.stop()
 	ld.quiet()
 	if err := take("end"); err != nil {
 		return err
 	}
+	counters, cacheErr := svc.cacheCounters()
 	exit, err := svc.stop()
 	rep := report(s, samples, ld, exit, err, time.Since(began))
+	rep.cache(counters, atStart, cacheErr, ld, nt.sent.Load())
 	rep.telemetry(collector, svc)
 	fmt.Print(rep.text)
 	if interrupted {
@@ -255,29 +289,90 @@ func moduleRoot() string {
 	return filepath.Join(filepath.Dir(file), "..", "..")
 }
 
-// load creates the soak's database and fills it with the demo generator's data.
-func load(ctx context.Context, c *pgtest.Cluster, records int) error {
+// load creates the soak's database, fills it with the demo generator's data and returns the
+// stations' names (for the drawn questions).
+func load(ctx context.Context, c *pgtest.Cluster, records int) ([]string, error) {
 	if err := c.CreateDatabase(ctx, "soak", false); err != nil {
-		return err
+		return nil, err
 	}
-	cfg, err := c.ConnConfig("soak")
+	conn, err := connect(ctx, c)
 	if err != nil {
-		return err
-	}
-	conn, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		return err
+		return nil, err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	d, err := demodata.New(demodata.Config{Records: records, Seed: demodata.DefaultSeed})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	progress("loading %d demo records", records)
 	if _, err := demodata.Load(ctx, conn, d, demodata.LoadOptions{ApplySchema: true}); err != nil {
-		return fmt.Errorf("load demo data: %w", err)
+		return nil, fmt.Errorf("load demo data: %w", err)
 	}
-	return nil
+	const q = `SELECT station_name FROM dim_station ORDER BY station_name`
+	rows, _ := conn.Query(ctx, q)
+	stations, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("stations: %w", err)
+	}
+	if len(stations) < 2 {
+		return nil, fmt.Errorf("stations: %d in the demo data, want at least 2", len(stations))
+	}
+	return stations, nil
+}
+
+func connect(ctx context.Context, c *pgtest.Cluster) (*pgx.Conn, error) {
+	cfg, err := c.ConnConfig("soak")
+	if err != nil {
+		return nil, err
+	}
+	return pgx.ConnectConfig(ctx, cfg)
+}
+
+// notifyChannel is the service's default CACHE__NOTIFY_CHANNEL, which the soak leaves as is.
+const notifyChannel = "emsquery_refresh"
+
+// notifier sends a NOTIFY on the cache's channel at a fixed interval, as an ETL does after a
+// load, from its own connection.
+type notifier struct {
+	sent, failed atomic.Int64
+	done         chan struct{}
+	wg           sync.WaitGroup
+	once         sync.Once
+}
+
+func startNotifier(ctx context.Context, c *pgtest.Cluster, every time.Duration) (*notifier, error) {
+	conn, err := connect(ctx, c)
+	if err != nil {
+		return nil, fmt.Errorf("notifier: %w", err)
+	}
+	n := &notifier{done: make(chan struct{})}
+	n.wg.Go(func() {
+		defer conn.Close(context.WithoutCancel(ctx))
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-n.done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			const q = `SELECT pg_notify($1, 'soak')`
+			if _, err := conn.Exec(ctx, q, notifyChannel); err != nil {
+				n.failed.Add(1)
+				progress("NOTIFY failed: %v", err)
+				continue
+			}
+			n.sent.Add(1)
+		}
+	})
+	return n, nil
+}
+
+func (n *notifier) stop() {
+	n.once.Do(func() { close(n.done) })
+	n.wg.Wait()
 }
 
 // query is one request of the mix.
@@ -300,6 +395,54 @@ func mix() []query {
 		q("station_resources", "/graphql", `{ station_resources { station_id station_name resources { resource_id } } }`),
 		q("main_report", "/serve/graphql", `{ main_report(start_date: "2025-05-01", end_date: "2025-05-31", limit: 100, offset: 200,
 			filters: [{column: "degree_of_urgency", operator: EQUALS, value: "A"}]) { total rows { record_id occurred_at station callsign distance transported patient_age oxygen_routes } } }`),
+		q("record_series", "/graphql", `{ record_series(start_date: "2025-01-01", end_date: "2025-12-31", bucket: MONTH, group_by: "degree_of_urgency",
+			filters: [{column: "degree_of_urgency", operator: IN, values: ["A", "B"]}]) { bucket column value count } }`),
+		q("record_stats", "/graphql", `{ record_stats(start_date: "2025-01-01", end_date: "2025-06-30", measure: "response_time_s", group_by: ["degree_of_urgency"],
+			bucket: QUARTER, percentiles: [0.5, 0.9], target: 720, filters: [{column: "transported", operator: NOT_EQUALS, value: "false"}])
+			{ bucket group { column value } count measured min max avg percentiles { p value } within_target within_target_share } }`),
+	}
+}
+
+// varyingEvery: one request in this many is a drawn question (newVarying), the others the fixed
+// mix in turn.
+const varyingEvery = 4
+
+// newVarying returns a generator of questions with drawn values, on the demo data's two years
+// and its stations: record_series of a week of two stations (IN), unique_counts of a month
+// without one station (NOT_EQUALS), record_stats of two weeks of one station. Nearly every
+// series and stats question is new (a miss); the month and station of unique_counts repeat
+// (24 months by the stations), so some of those are hits until the next NOTIFY. The seed is
+// fixed: every run sends the same questions in the same order.
+func newVarying(stations []string) func() query {
+	r := mrand.New(mrand.NewPCG(2026, 14))
+	var mu sync.Mutex
+	first := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+	day := func(t time.Time) string { return t.Format(time.DateOnly) }
+	quote := func(s string) string { b, _ := json.Marshal(s); return string(b) }
+	return func() query {
+		mu.Lock()
+		defer mu.Unlock()
+		var name, gql string
+		switch r.IntN(3) {
+		case 0:
+			from := first.AddDate(0, 0, r.IntN(731-7))
+			a, b := stations[r.IntN(len(stations))], stations[r.IntN(len(stations))]
+			name = "record_series drawn"
+			gql = fmt.Sprintf(`{ record_series(start_date: %q, end_date: %q, bucket: DAY, filters: [{column: "station", operator: IN, values: [%s, %s]}]) { bucket count } }`,
+				day(from), day(from.AddDate(0, 0, 6)), quote(a), quote(b))
+		case 1:
+			from := first.AddDate(0, r.IntN(24), 0)
+			name = "unique_counts drawn"
+			gql = fmt.Sprintf(`{ unique_counts(columns: ["degree_of_urgency", "transported"], start_date: %q, end_date: %q, filters: [{column: "station", operator: NOT_EQUALS, value: %s}]) { column value count } }`,
+				day(from), day(from.AddDate(0, 1, -1)), quote(stations[r.IntN(len(stations))]))
+		default:
+			from := first.AddDate(0, 0, r.IntN(731-14))
+			name = "record_stats drawn"
+			gql = fmt.Sprintf(`{ record_stats(start_date: %q, end_date: %q, measure: "response_time_s", group_by: ["degree_of_urgency"], target: 720, filters: [{column: "station", operator: EQUALS, value: %s}]) { group { value } count measured avg percentiles { p value } within_target } }`,
+				day(from), day(from.AddDate(0, 0, 13)), quote(stations[r.IntN(len(stations))]))
+		}
+		b, _ := json.Marshal(map[string]any{"query": gql})
+		return query{name, "/graphql", string(b)}
 	}
 }
 
@@ -481,11 +624,57 @@ func (s *service) sample() (sample, error) {
 	return sm, nil
 }
 
+// cacheCounters reads the service's cache counters from its Prometheus endpoint, summed over
+// endpoints: hits, misses, coalesced, bypasses, and "invalidations <reason>" per reason.
+func (s *service) cacheCounters() (map[string]int64, error) {
+	resp, err := http.Get(s.metrics)
+	if err != nil {
+		return nil, fmt.Errorf("scrape the service's metrics: %w", err)
+	}
+	defer resp.Body.Close()
+	const prefix, reasonLabel = "emsquery_cache_", `emsquery_cache_invalidation_reason="`
+	out := map[string]int64{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for sc.Scan() {
+		line, ok := strings.CutPrefix(sc.Text(), prefix)
+		if !ok {
+			continue
+		}
+		name, rest, _ := strings.Cut(line, "_total")
+		if !slices.Contains([]string{"hits", "misses", "coalesced", "bypasses", "invalidations"}, name) || (rest != "" && rest[0] != '{' && rest[0] != ' ') {
+			continue
+		}
+		f := strings.Fields(rest)
+		if len(f) == 0 {
+			continue
+		}
+		v, err := strconv.ParseFloat(f[len(f)-1], 64)
+		if err != nil {
+			return nil, fmt.Errorf("%s%s: %w", prefix, line, err)
+		}
+		if name == "invalidations" {
+			_, r, ok := strings.Cut(rest, reasonLabel)
+			r, _, _ = strings.Cut(r, `"`)
+			if !ok {
+				r = "unknown"
+			}
+			name += " " + r
+		}
+		out[name] += int64(v)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("read the service's metrics: %w", err)
+	}
+	return out, nil
+}
+
 // loadGen sends the mix at a fixed rate from a pool of workers; a tick that finds every worker
 // busy is counted as behind (the service did not keep up).
 type loadGen struct {
 	svc     *service
 	queries []query
+	varying func() query
 	rate    int
 	client  *http.Client
 	jobs    chan int
@@ -497,7 +686,8 @@ type loadGen struct {
 	inflight             atomic.Int64
 	paused               atomic.Bool
 	mu                   sync.Mutex
-	first                map[string][]byte // the first answer of each query
+	first                map[string][]byte // the first answer of each question (path and body)
+	cacheStatus          map[string]int64  // answers by their Cache-Status header
 	latencies            map[string][]time.Duration
 	errs                 map[string]int // by kind
 	examples             []string
@@ -506,9 +696,9 @@ type loadGen struct {
 // workers bounds the requests in flight; a tick that finds them all busy is skipped and counted.
 const workers = 32
 
-func newLoad(svc *service, queries []query, rate int) *loadGen {
+func newLoad(svc *service, queries []query, varying func() query, rate int) *loadGen {
 	return &loadGen{
-		svc: svc, queries: queries, rate: rate,
+		svc: svc, queries: queries, varying: varying, rate: rate, cacheStatus: map[string]int64{},
 		client: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: workers}},
 		jobs:   make(chan int), done: make(chan struct{}),
 		first: map[string][]byte{}, latencies: map[string][]time.Duration{}, errs: map[string]int{},
@@ -519,7 +709,11 @@ func (l *loadGen) start() {
 	for range workers {
 		l.wg.Go(func() {
 			for i := range l.jobs {
-				l.do(l.queries[i%len(l.queries)])
+				if i%varyingEvery == varyingEvery-1 {
+					l.do(l.varying())
+				} else {
+					l.do(l.queries[(i-i/varyingEvery)%len(l.queries)])
+				}
 			}
 		})
 	}
@@ -607,8 +801,10 @@ func (l *loadGen) do(q query) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.latencies[q.name] = append(l.latencies[q.name], took)
-	if f, ok := l.first[q.name]; !ok {
-		l.first[q.name] = body
+	l.cacheStatus[resp.Header.Get("Cache-Status")]++
+	key := q.path + " " + q.body
+	if f, ok := l.first[key]; !ok {
+		l.first[key] = body
 	} else if !bytes.Equal(f, body) {
 		l.mu.Unlock()
 		l.fail("changed", fmt.Sprintf("%s: the answer differs from the first one: %.300s", q.name, body))
@@ -619,6 +815,40 @@ func (l *loadGen) do(q query) {
 type result struct {
 	text     string
 	problems []string
+}
+
+// cache adds the service's cache counters and the Cache-Status headers the load saw, and fails
+// the run when the cache was not exercised: no answer from memory, none computed, or a NOTIFY
+// sent that the service did not act on.
+func (r *result) cache(c, atStart map[string]int64, err error, l *loadGen, notifies int64) {
+	if err != nil {
+		r.problems = append(r.problems, err.Error())
+		return
+	}
+	r.text += fmt.Sprintf("cache (service metrics): %d hits, %d misses, %d coalesced, %d bypasses; invalidations: %d notified (%d NOTIFY sent), %d data_changed, %d reconnected\n",
+		c["hits"], c["misses"], c["coalesced"], c["bypasses"], c["invalidations notified"], notifies, c["invalidations data_changed"], c["invalidations reconnected"])
+	if atStart != nil {
+		// The data version is the WAL position: the cluster's own writes (autovacuum and
+		// autoanalyze of the freshly loaded tables, checkpoints) move it with the data unchanged.
+		r.text += fmt.Sprintf("  of which after the warm-up: %d hits, %d misses, %d bypasses; invalidations %d notified, %d data_changed, %d reconnected\n",
+			c["hits"]-atStart["hits"], c["misses"]-atStart["misses"], c["bypasses"]-atStart["bypasses"], c["invalidations notified"]-atStart["invalidations notified"],
+			c["invalidations data_changed"]-atStart["invalidations data_changed"], c["invalidations reconnected"]-atStart["invalidations reconnected"])
+	}
+	l.mu.Lock()
+	statuses := make([]string, 0, len(l.cacheStatus))
+	for h, n := range l.cacheStatus {
+		statuses = append(statuses, fmt.Sprintf("%q %d", h, n))
+	}
+	distinct := len(l.first)
+	l.mu.Unlock()
+	slices.Sort(statuses)
+	r.text += fmt.Sprintf("cache (Cache-Status of the answers): %s; %d distinct questions\n", strings.Join(statuses, ", "), distinct)
+	if c["hits"] == 0 || c["misses"] == 0 {
+		r.problems = append(r.problems, fmt.Sprintf("the cache was not exercised: %d hits, %d misses", c["hits"], c["misses"]))
+	}
+	if notifies > 0 && c["invalidations notified"] == 0 {
+		r.problems = append(r.problems, fmt.Sprintf("%d NOTIFY sent, no invalidation by one", notifies))
+	}
 }
 
 // telemetry adds what the collector received, and fails the run when nothing arrived or the
