@@ -76,7 +76,7 @@ type DB struct {
 // NewDB returns the shared cluster's fresh, empty database with the schema applied.
 func NewDB(t testing.TB) DB {
 	t.Helper()
-	return newDatabase(t, pgtest.Shared(t), true)
+	return newDatabase(t, pgtest.Shared(t))
 }
 
 // NewDBOn is NewDB on cluster c: a cluster of the test's own (pgtest.New), which it may stop,
@@ -84,7 +84,7 @@ func NewDB(t testing.TB) DB {
 // Backend.
 func NewDBOn(t testing.TB, c *pgtest.Cluster) DB {
 	t.Helper()
-	return newDatabase(t, c, false)
+	return newDatabase(t, c)
 }
 
 // FixtureDB returns a fresh database holding the hand-made edge-case fixture.
