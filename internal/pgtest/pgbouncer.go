@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -173,40 +172,4 @@ func NewPgBouncer(t testing.TB, c *Cluster, settings ...string) *PgBouncer {
 		}
 	})
 	return b
-}
-
-// sharedBouncers are the PgBouncers SharedPgBouncer started, by cluster.
-var sharedBouncers struct {
-	mu sync.Mutex
-	m  map[*Cluster]*sharedBouncer
-}
-
-type sharedBouncer struct {
-	b   *PgBouncer
-	err error
-}
-
-// SharedPgBouncer is a PgBouncer in front of c with its defaults (see StartPgBouncer), started
-// on first use and kept until the test binary ends (its lifeline stops it then), for the
-// shared cluster (Shared): PgBouncer routes every database name to the cluster, so one serves
-// every test's database, within its default max_client_conn (100) while the tests that use it
-// at the same time hold fewer client connections than that. A start that failed is not
-// retried; it follows the rule for a missing database (see New).
-func SharedPgBouncer(t testing.TB, c *Cluster) *PgBouncer {
-	t.Helper()
-	sharedBouncers.mu.Lock()
-	if sharedBouncers.m == nil {
-		sharedBouncers.m = map[*Cluster]*sharedBouncer{}
-	}
-	s := sharedBouncers.m[c]
-	if s == nil {
-		s = &sharedBouncer{}
-		s.b, s.err = c.StartPgBouncer()
-		sharedBouncers.m[c] = s
-	}
-	sharedBouncers.mu.Unlock()
-	if s.err != nil {
-		unavailable(t, s.err)
-	}
-	return s.b
 }

@@ -100,9 +100,9 @@ func newDatabase(t testing.TB, c *pgtest.Cluster) DB {
 		}
 	}
 	if b.PgBouncer {
-		// One PgBouncer per database: one for the whole shared cluster (pgtest.SharedPgBouncer)
-		// saved some 20 s of make test, but in a busy full run it was found not listening in the
-		// middle of the run (CI, session 3; cause not known yet).
+		// One PgBouncer per database: one shared by the whole cluster saved some 20 s of make
+		// test, but in a busy full run it was found not listening in the middle of the run (CI,
+		// session 3; cause not known), so it was removed.
 		pgb := pgtest.NewPgBouncer(t, c)
 		db.Host, db.Port, db.TransactionPooling = pgb.Host(), pgb.Port(), true
 	}
