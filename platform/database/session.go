@@ -29,14 +29,32 @@ type sessionSettings struct {
 	// copyPrefix goes before a COPY in the same simple-protocol message, which PostgreSQL runs
 	// as one implicit transaction; the COPY's own statement_timeout follows it.
 	copyPrefix string
+	// snapshot are the statements that start a batch's transaction (see RunBatch), one by one:
+	// a pipeline carries no multi-statement text. Behind a transaction pooler they also carry
+	// the settings, as begin does; otherwise the connection's own settings hold.
+	snapshot []string
 }
+
+// beginSnapshot starts the one transaction of a batch: a single snapshot for all of its
+// statements, and read-only as every transaction of the service.
+const beginSnapshot = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
 
 func newSessionSettings(schema string, statementTimeout time.Duration) sessionSettings {
 	searchPath := "SET LOCAL search_path TO " + pgx.Identifier{schema}.Sanitize()
+	timeout := "SET LOCAL statement_timeout = " + milliseconds(statementTimeout)
 	return sessionSettings{
-		begin:      "BEGIN READ ONLY; " + searchPath + "; SET LOCAL statement_timeout = " + milliseconds(statementTimeout),
+		begin:      "BEGIN READ ONLY; " + searchPath + "; " + timeout,
 		copyPrefix: "SET TRANSACTION READ ONLY; " + searchPath + "; ",
+		snapshot:   []string{beginSnapshot, searchPath, timeout},
 	}
+}
+
+// snapshotBegin are the statements that start a batch's transaction.
+func (s sessionSettings) snapshotBegin() []string {
+	if s.snapshot == nil {
+		return []string{beginSnapshot}
+	}
+	return s.snapshot
 }
 
 // perTransaction says whether the settings must start every transaction.
