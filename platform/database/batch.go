@@ -62,7 +62,8 @@ func QueueCollect[T any](b *Batch, q string, args []any, scan pgx.RowToFunc[T], 
 // db.client.operation.duration and one span, whose db.query.text is the statements joined by
 // "; " and whose db.operation.batch.size is their number; LIMITS__STATEMENT_TIMEOUT bounds each
 // statement (PostgreSQL times each Execute of a pipeline on its own); behind a transaction
-// pooler the transaction sets search_path and statement_timeout first (sessionSettings); and a
+// pooler the transaction sets search_path and statement_timeout first, one round trip more
+// (sessionSettings.snapshot); and a
 // connection found dead runs the batch again on another, which is why the results are read
 // into their places anew each time (QueueRow scans over dest, QueueCollect replaces *out). A
 // failed batch leaves the transaction aborted; it is rolled back before the connection goes
@@ -82,23 +83,11 @@ func (db *DB) RunBatch(ctx context.Context, op string, b *Batch) error {
 	}, nil)
 }
 
-// pipeline sends b on conn between the statements that begin its transaction and a COMMIT, and
-// reads every result.
+// pipeline sends b on conn, within its transaction (the pipeline's first statement, or behind a
+// transaction pooler a round trip before it: see sessionSettings.snapshot), followed by a
+// COMMIT, and reads every result.
 func (db *DB) pipeline(ctx context.Context, conn *pgxpool.Conn, b *Batch) error {
-	begin := db.session.snapshotBegin()
-	pb := &pgx.Batch{QueuedQueries: make([]*pgx.QueuedQuery, 0, len(begin)+len(b.stmts)+1)}
-	for _, q := range begin {
-		pb.Queue(q)
-	}
-	for _, s := range b.stmts {
-		pb.Queue(s.q, s.args...)
-	}
-	pb.Queue("COMMIT")
-	br := conn.SendBatch(ctx, pb)
-	err := readBatch(br, len(begin), b)
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
+	err := db.sendPipeline(ctx, conn, b)
 	if err != nil {
 		if pg := conn.Conn().PgConn(); !pg.IsClosed() && pg.TxStatus() != 'I' {
 			// As inTransaction: a rollback that fails closes the connection, which the pool
@@ -111,9 +100,31 @@ func (db *DB) pipeline(ctx context.Context, conn *pgxpool.Conn, b *Batch) error 
 	return err
 }
 
-// readBatch reads the results of the begin statements, b's and the COMMIT's, in order.
-func readBatch(br pgx.BatchResults, begin int, b *Batch) error {
-	for range begin {
+func (db *DB) sendPipeline(ctx context.Context, conn *pgxpool.Conn, b *Batch) error {
+	pb := &pgx.Batch{QueuedQueries: make([]*pgx.QueuedQuery, 0, len(b.stmts)+2)}
+	if db.session.perTransaction() {
+		if _, err := conn.Exec(ctx, db.session.snapshot); err != nil {
+			return err
+		}
+	} else {
+		pb.Queue(beginSnapshot)
+	}
+	for _, s := range b.stmts {
+		pb.Queue(s.q, s.args...)
+	}
+	pb.Queue("COMMIT")
+	br := conn.SendBatch(ctx, pb)
+	err := readBatch(br, !db.session.perTransaction(), b)
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// readBatch reads the results of the pipeline's BEGIN (when it has one), b's statements and the
+// COMMIT, in order.
+func readBatch(br pgx.BatchResults, begins bool, b *Batch) error {
+	if begins {
 		if _, err := br.Exec(); err != nil {
 			return err
 		}

@@ -29,10 +29,11 @@ type sessionSettings struct {
 	// copyPrefix goes before a COPY in the same simple-protocol message, which PostgreSQL runs
 	// as one implicit transaction; the COPY's own statement_timeout follows it.
 	copyPrefix string
-	// snapshot are the statements that start a batch's transaction (see RunBatch), one by one:
-	// a pipeline carries no multi-statement text. Behind a transaction pooler they also carry
-	// the settings, as begin does; otherwise the connection's own settings hold.
-	snapshot []string
+	// snapshot starts a batch's transaction (see RunBatch) as begin starts a statement's, in a
+	// round trip of its own before the pipeline: pgx describes a pipeline's statements it has not
+	// seen on the connection before sending it, and that description must already run with the
+	// schema. Without a pooler the pipeline begins its transaction itself (beginSnapshot).
+	snapshot string
 }
 
 // beginSnapshot starts the one transaction of a batch: a single snapshot for all of its
@@ -45,16 +46,8 @@ func newSessionSettings(schema string, statementTimeout time.Duration) sessionSe
 	return sessionSettings{
 		begin:      "BEGIN READ ONLY; " + searchPath + "; " + timeout,
 		copyPrefix: "SET TRANSACTION READ ONLY; " + searchPath + "; ",
-		snapshot:   []string{beginSnapshot, searchPath, timeout},
+		snapshot:   beginSnapshot + "; " + searchPath + "; " + timeout,
 	}
-}
-
-// snapshotBegin are the statements that start a batch's transaction.
-func (s sessionSettings) snapshotBegin() []string {
-	if s.snapshot == nil {
-		return []string{beginSnapshot}
-	}
-	return s.snapshot
 }
 
 // perTransaction says whether the settings must start every transaction.
