@@ -17,10 +17,11 @@ import (
 const tracerName = "github.com/emsanalytics/emsquery/platform/database"
 
 // statementSpans starts a client span for every statement, on the one path every statement
-// takes (run, CopyTo), following OpenTelemetry's database conventions: db.system.name,
-// db.namespace, db.operation.name (the repository's operation, as in the metrics),
-// db.query.text (the statement with its $n placeholders: values are parameters and never in
-// the text), the server the connection went to, and error.type on failure.
+// takes (runOn, for run and RunBatch; CopyTo), following OpenTelemetry's database conventions:
+// db.system.name, db.namespace, db.operation.name (the repository's operation, as in the
+// metrics), db.query.text (the statement with its $n placeholders: values are parameters and
+// never in the text; a batch's statements joined by "; "), db.operation.batch.size for a batch,
+// the server the connection went to, and error.type on failure.
 //
 // pgx has tracer hooks (and otelpgx builds spans on them), but they see the statement without
 // the repository's operation name, and not the export's COPY, which runs on the pgconn level;
