@@ -65,6 +65,21 @@ func TestSessionSettingsHoldThroughPgBouncer(t *testing.T) {
 		}
 	}
 	wantJSON(t, svc, "/v1/healthz", http.StatusOK, map[string]string{"status": "ok", "database": "ok"})
+	// So do a batch's statements (main_report_summary's three, in one pipeline and transaction).
+	var summary struct {
+		S struct {
+			Records   int64                   `json:"records"`
+			ByStation []struct{ Count int64 } `json:"by_station"`
+		} `json:"main_report_summary"`
+	}
+	svc.GraphQL(t, "/serve/graphql", `{ main_report_summary(start_date: "1900-01-01", end_date: "2999-12-31") { records by_station { count } } }`, nil).DataInto(t, &summary)
+	byStation := int64(0)
+	for _, s := range summary.S.ByStation {
+		byStation += s.Count
+	}
+	if summary.S.Records != want || byStation != want {
+		t.Errorf("main_report_summary: records %d, by_station adds up to %d; want %d", summary.S.Records, byStation, want)
+	}
 
 	// The statement timeout still holds: a statement held up by a lock is cancelled after
 	// LIMITS__STATEMENT_TIMEOUT with the contract's error.
@@ -95,6 +110,11 @@ func TestSessionSettingsHoldThroughPgBouncer(t *testing.T) {
 	begin := `BEGIN READ ONLY; SET LOCAL search_path TO "analytics"; SET LOCAL statement_timeout = 1000`
 	if n := strings.Count(string(log), begin); n < 5 {
 		t.Errorf("%q logged %d times, want one per statement (at least 5)", begin, n)
+	}
+	// So did a batch's, in one repeatable-read transaction.
+	batch := `BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SET LOCAL search_path TO "analytics"; SET LOCAL statement_timeout = 1000`
+	if !strings.Contains(string(log), batch) {
+		t.Errorf("%q not logged (main_report_summary's batch)", batch)
 	}
 
 	// Without DATABASE__TRANSACTION_POOLING, PgBouncer refuses the service's startup parameters,

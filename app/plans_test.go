@@ -28,7 +28,7 @@ var planQueries = []struct{ path, query string }{
 	{"/graphql", `{ record_series(start_date: "2024-01-01", end_date: "2024-12-31", bucket: MONTH, group_by: "degree_of_urgency", filters: [{column: "station", operator: IN, values: ["Alpha", "Beta"]}]) { bucket value count } }`},
 	{"/graphql", `{ record_stats(start_date: "2024-01-01", end_date: "2024-12-31", measure: "response_time_s", group_by: ["station"], bucket: MONTH, target: 720) { bucket count percentiles { p value } } }`},
 	{"/serve/graphql", `{ main_report(start_date: "2024-01-01", end_date: "2024-06-30", limit: 5, filters: [{column: "response_time_s", operator: LESS_THAN, value: "900"}]) { total rows { record_id } } }`},
-	{"/serve/graphql", `{ main_report_summary(start_date: "2024-01-01", end_date: "2024-12-31", filters: [{column: "transported", operator: EQUALS, value: "true"}]) { records average_distance } }`},
+	{"/serve/graphql", `{ main_report_summary(start_date: "2024-01-01", end_date: "2024-12-31", filters: [{column: "transported", operator: EQUALS, value: "true"}]) { records average_distance by_urgency { count } by_station { count } } }`}, // three statements
 }
 
 // genericParam is a parameter symbol in a plan node (not in the query text, which always has them).

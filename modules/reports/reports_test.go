@@ -338,12 +338,14 @@ func TestMainReportBadArguments(t *testing.T) {
 }
 
 const summaryQuery = `query($start: String!, $end: String!, $useOr: Boolean, $filters: [Filter!]) {
-  main_report_summary(start_date: $start, end_date: $end, use_or: $useOr, filters: $filters) {
+  main_report_summary(start_date: $start, end_date: $end, use_or: $useOr, filters: $filters) {` + summaryFields + `}
+}`
+
+const summaryFields = `
     records distinct_resources distinct_patients average_distance average_response_time_s
     transported transported_share
     by_urgency { value count } by_station { value count }
-  }
-}`
+  `
 
 type valueCount struct {
 	Value *string `json:"value"`
@@ -411,6 +413,28 @@ func TestMainReportSummary(t *testing.T) {
 			}
 			if got := mainReportOf(t, e, c.vars()).Total; got != data.S.Records {
 				t.Errorf("records %d differs from main_report's total %d", data.S.Records, got)
+			}
+			// Each part is computed only when asked for, and alone it is the same.
+			for _, part := range []struct {
+				fields string
+				want   any
+			}{
+				{"records transported_share", map[string]any{"records": want.Records, "transported_share": want.TransportedShare}},
+				{"by_urgency { value count }", map[string]any{"by_urgency": want.ByUrgency}},
+				{"__typename by_station { value count }", map[string]any{"__typename": "MainReportSummary", "by_station": want.ByStation}},
+			} {
+				q := strings.Replace(summaryQuery, summaryFields, part.fields, 1)
+				var got struct {
+					S map[string]any `json:"main_report_summary"`
+				}
+				e.svc.GraphQL(t, "/serve/graphql", q, c.vars()).DataInto(t, &got)
+				var w map[string]any
+				if err := json.Unmarshal([]byte(js(part.want)), &w); err != nil {
+					t.Fatal(err)
+				}
+				if !reflect.DeepEqual(got.S, w) {
+					t.Errorf("summary { %s }\n got: %s\nwant: %s", part.fields, js(got.S), js(w))
+				}
 			}
 		})
 	}

@@ -79,39 +79,46 @@ func (r *Repository) MainReport(ctx context.Context, a Args, wantRows, wantTotal
 	return out, nil
 }
 
-// Summary computes main_report_summary over the records f selects, in one statement.
-func (r *Repository) Summary(ctx context.Context, f stats.RecordFilter) (*MainReportSummary, error) {
-	q, args, err := summarySQL(f)
+// SummaryParts are the parts of main_report_summary a query asks for: each is a statement of
+// its own, and a part nobody reads is not computed.
+type SummaryParts struct {
+	Figures, ByUrgency, ByStation bool
+}
+
+// Summary computes main_report_summary over the records f selects: the parts asks for, in one
+// batch (one round trip, one snapshot: the figures and the breakdowns count the same records
+// even when an ETL load commits meanwhile).
+func (r *Repository) Summary(ctx context.Context, f stats.RecordFilter, parts SummaryParts) (*MainReportSummary, error) {
+	figures, byUrgency, byStation, args, err := summaryStatements(f)
 	if err != nil {
 		return nil, err
 	}
+	s := &MainReportSummary{ByUrgency: []ValueCount{}, ByStation: []ValueCount{}}
 	var (
-		s                   MainReportSummary
-		known               int64
-		urgencies, stations []*string
-		uCounts, sCounts    []int64
+		b     database.Batch
+		known int64
 	)
-	err = r.db.QueryRow(ctx, opSummary, q, args,
-		&s.Records, &s.DistinctResources, &s.DistinctPatients, &s.AverageDistance, &s.AverageResponseTimeS,
-		&s.Transported, &known, &urgencies, &uCounts, &stations, &sCounts)
-	if err != nil {
+	if parts.Figures {
+		b.QueueRow(figures, args, &s.Records, &s.DistinctResources, &s.DistinctPatients, &s.AverageDistance,
+			&s.AverageResponseTimeS, &s.Transported, &known)
+	}
+	if parts.ByUrgency {
+		database.QueueCollect(&b, byUrgency, args, pgx.RowToStructByPos[ValueCount], &s.ByUrgency)
+	}
+	if parts.ByStation {
+		database.QueueCollect(&b, byStation, args, pgx.RowToStructByPos[ValueCount], &s.ByStation)
+	}
+	if parts == (SummaryParts{}) {
+		return s, nil
+	}
+	if err := r.db.RunBatch(ctx, opSummary, &b); err != nil {
 		return nil, err
 	}
 	if known > 0 {
 		share := float64(s.Transported) / float64(known)
 		s.TransportedShare = &share
 	}
-	s.ByUrgency = valueCounts(urgencies, uCounts)
-	s.ByStation = valueCounts(stations, sCounts)
-	return &s, nil
-}
-
-func valueCounts(values []*string, counts []int64) []ValueCount {
-	out := make([]ValueCount, len(values))
-	for i := range values {
-		out[i] = ValueCount{Value: values[i], Count: counts[i]}
-	}
-	return out
+	return s, nil
 }
 
 // Stations returns every dim_station row by name.

@@ -32,7 +32,27 @@ func (r *ServeResolver) MainReportSummary(ctx context.Context, startDate string,
 	if err != nil {
 		return nil, err
 	}
-	return r.repo.Summary(ctx, f)
+	return r.repo.Summary(ctx, f, summaryParts(ctx))
+}
+
+// summaryParts says which parts of MainReportSummary the query asks for.
+func summaryParts(ctx context.Context) SummaryParts {
+	if graphql.GetFieldContext(ctx) == nil {
+		return SummaryParts{Figures: true, ByUrgency: true, ByStation: true}
+	}
+	var p SummaryParts
+	for _, f := range graphql.CollectFieldsCtx(ctx, nil) {
+		switch f.Name {
+		case "by_urgency":
+			p.ByUrgency = true
+		case "by_station":
+			p.ByStation = true
+		case "__typename":
+		default:
+			p.Figures = true
+		}
+	}
+	return p
 }
 
 // selected says whether the query asks for MainReport's rows and total, so that a client that

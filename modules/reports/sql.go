@@ -206,28 +206,25 @@ func countSQL(f stats.RecordFilter) (string, stats.Args, error) {
 	return "SELECT count(*) FROM " + cond.From() + " WHERE " + cond.SQL, args, nil
 }
 
-// summarySQL computes main_report_summary in one statement: the matching records once (CTE m),
-// the figures over them, and the two breakdowns as parallel arrays of values and counts in the
-// same order (value ascending, NULL last; values are unique within a breakdown).
-func summarySQL(f stats.RecordFilter) (string, stats.Args, error) {
-	var args stats.Args
+// summaryStatements are main_report_summary's statements, over the records f selects, all with
+// the same args: the figures, and the two breakdowns, each value once with its count, value
+// ascending, NULL last. They are what a DBA would write: plain statements that each read the
+// matching records with their own plan. (One statement that kept the matching records in a CTE
+// for all three wrote them to a temporary file past work_mem and read them single-threaded,
+// where each breakdown alone gets a parallel scan: 800 ms against 420 + 120 + 120 ms for a year
+// of 1,000,000 records.) Repository.Summary runs them as one batch, on one snapshot.
+func summaryStatements(f stats.RecordFilter) (figures, byUrgency, byStation string, args stats.Args, err error) {
 	cond, err := f.Compile(&args)
 	if err != nil {
-		return "", nil, err
+		return "", "", "", nil, err
 	}
-	q := `WITH m AS MATERIALIZED (SELECT ` +
-		colResourceID.Expr() + ` AS resource_id, r.sk_patient, ` +
-		colUrgency.Expr() + ` AS urgency, ` + colStation.Expr() + ` AS station, ` +
-		colDistance.Expr() + ` AS distance, ` + colResponse.Expr() + ` AS response, ` +
-		colTransport.Expr() + ` AS transported` +
-		` FROM ` + cond.From(colResourceID) + ` WHERE ` + cond.SQL + `),
-u AS (SELECT urgency AS v, count(*) AS n FROM m GROUP BY urgency),
-s AS (SELECT station AS v, count(*) AS n FROM m GROUP BY station)
-SELECT count(*), count(DISTINCT resource_id), count(DISTINCT sk_patient),
-       avg(distance)::float8, avg(response)::float8,
-       count(*) FILTER (WHERE transported), count(transported),
-       ARRAY(SELECT v FROM u ORDER BY v NULLS LAST), ARRAY(SELECT n FROM u ORDER BY v NULLS LAST),
-       ARRAY(SELECT v FROM s ORDER BY v NULLS LAST), ARRAY(SELECT n FROM s ORDER BY v NULLS LAST)
-FROM m`
-	return q, args, nil
+	where := ` WHERE ` + cond.SQL
+	figures = `SELECT count(*), count(DISTINCT ` + colResourceID.Expr() + `), count(DISTINCT r.sk_patient), ` +
+		`avg(` + colDistance.Expr() + `)::float8, avg(` + colResponse.Expr() + `)::float8, ` +
+		`count(*) FILTER (WHERE ` + colTransport.Expr() + `), count(` + colTransport.Expr() + `)` +
+		` FROM ` + cond.From(colResourceID) + where
+	breakdown := func(c stats.Column) string {
+		return `SELECT ` + c.Expr() + `, count(*) FROM ` + cond.From(c) + where + ` GROUP BY 1 ORDER BY 1 NULLS LAST`
+	}
+	return figures, breakdown(colUrgency), breakdown(colStation), args, nil
 }

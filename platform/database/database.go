@@ -28,7 +28,7 @@ import (
 )
 
 // DB is the service's pool. Repositories run their statements through its helpers (Collect,
-// QueryRow, ForEachRow, CopyTo, Ping), never on a connection of their own: each helper bounds
+// QueryRow, ForEachRow, RunBatch, CopyTo, Ping), never on a connection of their own: each helper bounds
 // the wait for a free connection by DATABASE__POOL_TIMEOUT whatever the request's own deadline,
 // fails fast while the database is unreachable, measures the statement in
 // db.client.operation.duration and classifies its error for clients.

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel/attribute"
 )
 
 // The helpers below are the repositories' only way to the database. Each runs one statement
@@ -47,7 +48,13 @@ const maxAttempts = 3
 // and runs the statement again on another connection, up to maxAttempts in all: a host that
 // fails costs only the requests whose rows were already on their way.
 func (db *DB) run(ctx context.Context, op, q string, fn func(querier) error, delivered func() bool) error {
-	spanCtx, span := db.spans.start(ctx, op, q)
+	return db.runOn(ctx, op, q, nil, func(conn *pgxpool.Conn) error { return db.inTransaction(ctx, conn, fn) }, delivered)
+}
+
+// runOn is run for any use of the connection, exec (RunBatch's pipeline as well as run's one
+// statement); spanAttrs go on the operation's span besides the usual ones.
+func (db *DB) runOn(ctx context.Context, op, q string, spanAttrs []attribute.KeyValue, exec func(*pgxpool.Conn) error, delivered func() bool) error {
+	spanCtx, span := db.spans.start(ctx, op, q, spanAttrs...)
 	for attempt := 1; ; attempt++ {
 		conn, err := db.acquire(spanCtx)
 		if err != nil {
@@ -56,7 +63,7 @@ func (db *DB) run(ctx context.Context, op, q string, fn func(querier) error, del
 		}
 		connected(span, conn)
 		start := time.Now()
-		err = db.inTransaction(ctx, conn, fn)
+		err = exec(conn)
 		if err != nil && attempt < maxAttempts && ctx.Err() == nil && connectionLost(err) && (delivered == nil || !delivered()) {
 			addr := remoteAddr(conn)
 			conn.Release()

@@ -29,13 +29,24 @@ type sessionSettings struct {
 	// copyPrefix goes before a COPY in the same simple-protocol message, which PostgreSQL runs
 	// as one implicit transaction; the COPY's own statement_timeout follows it.
 	copyPrefix string
+	// snapshot starts a batch's transaction (see RunBatch) as begin starts a statement's, in a
+	// round trip of its own before the pipeline: pgx describes a pipeline's statements it has not
+	// seen on the connection before sending it, and that description must already run with the
+	// schema. Without a pooler the pipeline begins its transaction itself (beginSnapshot).
+	snapshot string
 }
+
+// beginSnapshot starts the one transaction of a batch: a single snapshot for all of its
+// statements, and read-only as every transaction of the service.
+const beginSnapshot = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
 
 func newSessionSettings(schema string, statementTimeout time.Duration) sessionSettings {
 	searchPath := "SET LOCAL search_path TO " + pgx.Identifier{schema}.Sanitize()
+	timeout := "SET LOCAL statement_timeout = " + milliseconds(statementTimeout)
 	return sessionSettings{
-		begin:      "BEGIN READ ONLY; " + searchPath + "; SET LOCAL statement_timeout = " + milliseconds(statementTimeout),
+		begin:      "BEGIN READ ONLY; " + searchPath + "; " + timeout,
 		copyPrefix: "SET TRANSACTION READ ONLY; " + searchPath + "; ",
+		snapshot:   beginSnapshot + "; " + searchPath + "; " + timeout,
 	}
 }
 

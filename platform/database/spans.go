@@ -17,10 +17,11 @@ import (
 const tracerName = "github.com/emsanalytics/emsquery/platform/database"
 
 // statementSpans starts a client span for every statement, on the one path every statement
-// takes (run, CopyTo), following OpenTelemetry's database conventions: db.system.name,
-// db.namespace, db.operation.name (the repository's operation, as in the metrics),
-// db.query.text (the statement with its $n placeholders: values are parameters and never in
-// the text), the server the connection went to, and error.type on failure.
+// takes (runOn, for run and RunBatch; CopyTo), following OpenTelemetry's database conventions:
+// db.system.name, db.namespace, db.operation.name (the repository's operation, as in the
+// metrics), db.query.text (the statement with its $n placeholders: values are parameters and
+// never in the text; a batch's statements joined by "; "), db.operation.batch.size for a batch,
+// the server the connection went to, and error.type on failure.
 //
 // pgx has tracer hooks (and otelpgx builds spans on them), but they see the statement without
 // the repository's operation name, and not the export's COPY, which runs on the pgconn level;
@@ -39,16 +40,18 @@ func newStatementSpans(tp trace.TracerProvider, d config.Database) statementSpan
 }
 
 // start starts the span of operation op running statement q; an empty q (the export's COPY,
-// whose text holds its values as literals) is left out.
+// whose text holds its values as literals) is left out. extra are further attributes of the
+// operation (a batch's size).
 //
 // A statement outside any request's trace (the answer cache's data-version poll, say) gets no
 // span: each would otherwise be a trace of its own, every second.
-func (s statementSpans) start(ctx context.Context, op, q string) (context.Context, trace.Span) {
+func (s statementSpans) start(ctx context.Context, op, q string, extra ...attribute.KeyValue) (context.Context, trace.Span) {
 	if !trace.SpanContextFromContext(ctx).IsValid() {
 		return ctx, trace.SpanFromContext(ctx)
 	}
-	attrs := make([]attribute.KeyValue, 0, len(s.base)+2)
+	attrs := make([]attribute.KeyValue, 0, len(s.base)+2+len(extra))
 	attrs = append(attrs, s.base...)
+	attrs = append(attrs, extra...)
 	attrs = append(attrs, semconv.DBOperationName(op))
 	if q != "" {
 		attrs = append(attrs, semconv.DBQueryText(q))
