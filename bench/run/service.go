@@ -49,7 +49,7 @@ type service struct {
 	url   string
 	host  string     // host:port of url
 	rc    *rawClient // the measured requests' client (httpclient.go)
-	pprof string // the profiling listener's URL, with -profile
+	pprof string     // the profiling listener's URL, with -profile
 	key   string
 	log   *bytes.Buffer
 	done  chan struct{}
