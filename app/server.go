@@ -57,7 +57,7 @@ func NewServer(cfg config.App, limits config.Limits, security config.Security, l
 		// read deadline; the client watch (platform/httpbridge) looks past it.
 		ReadTimeout: cfg.ReadTimeout.Duration(),
 		// Proxies in front may keep connections open; idle ones are closed after this.
-		IdleTimeout: cfg.IdleTimeout.Duration(),
+		IdleTimeout:     cfg.IdleTimeout.Duration(),
 		WriteBufferSize: writeBufferSize,
 	})
 	// Responses sent while shutting down say Connection: close, so a client does not send its
