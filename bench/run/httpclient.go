@@ -18,9 +18,9 @@ import (
 // response parsed as it arrives (status line, headers, a body by Content-Length or chunked) and
 // read to its last byte. It is to HTTP what the hand-written baseline's raw pgconn connection is
 // to PostgreSQL: the least a client can do and still read the whole answer. Go's net/http
-// client costs the driver, on the same two processors as the service, about 0.1 ms of
-// processor time per request more (docs/benchmarks.md, "How it measures"), which at
-// concurrency 1 is a third of a light request's time and none of the service's work.
+// client cost the driver, on the same two processors as the service, 0.06 ms of processor time
+// and 0.05 to 0.08 ms of latency per request more (TestClientCost; docs/benchmarks.md, "How it
+// measures"): at concurrency 1 a sixth of a light request's time, and none of it the service's.
 type rawClient struct {
 	addr  string
 	mu    sync.Mutex
