@@ -53,6 +53,7 @@ func TestClientCost(t *testing.T) {
 	defer svc.stop()
 	host := strings.TrimPrefix(svc.url, "http://")
 	res, _ := workloadByName("resources")
+	pat, _ := workloadByName("patients")
 
 	type target struct {
 		name         string
@@ -62,8 +63,9 @@ func TestClientCost(t *testing.T) {
 	targets := []target{
 		{"GET /v1/ping", http.MethodGet, "/v1/ping", nil},
 		{"resources", http.MethodPost, res.Path, res.body()},
+		{"patients", http.MethodPost, pat.Path, pat.body()}, // 9,091 rows, a large body
 	}
-	hc := &fasthttp.HostClient{Addr: host, MaxConns: 16}
+	hc := &fasthttp.HostClient{Addr: host, MaxConns: 16, MaxResponseBodySize: 1 << 30}
 	rc := &rawClient{addr: host}
 	defer rc.close()
 	clients := []struct {
