@@ -28,8 +28,9 @@ type rawClient struct {
 }
 
 type rawConn struct {
-	c  net.Conn
-	br *bufio.Reader
+	c       net.Conn
+	br      *bufio.Reader
+	unwatch func() bool // stops the context watch of conn
 }
 
 // rawRequest is one request's bytes, as the client sends them.
@@ -102,8 +103,8 @@ func (c *rawClient) conn(ctx context.Context, worker int) (*rawConn, error) {
 	if err != nil {
 		return nil, err
 	}
-	context.AfterFunc(ctx, func() { _ = nc.SetDeadline(time.Unix(1, 0)) })
-	cn := &rawConn{c: nc, br: bufio.NewReaderSize(nc, 64<<10)}
+	unwatch := context.AfterFunc(ctx, func() { _ = nc.SetDeadline(time.Unix(1, 0)) })
+	cn := &rawConn{c: nc, br: bufio.NewReaderSize(nc, 64<<10), unwatch: unwatch}
 	c.mu.Lock()
 	for len(c.conns) <= worker {
 		c.conns = append(c.conns, nil)
@@ -114,6 +115,7 @@ func (c *rawClient) conn(ctx context.Context, worker int) (*rawConn, error) {
 }
 
 func (c *rawClient) drop(worker int, cn *rawConn) {
+	cn.unwatch()
 	_ = cn.c.Close()
 	c.mu.Lock()
 	if worker < len(c.conns) && c.conns[worker] == cn {
@@ -128,6 +130,7 @@ func (c *rawClient) close() {
 	defer c.mu.Unlock()
 	for i, cn := range c.conns {
 		if cn != nil {
+			cn.unwatch()
 			_ = cn.c.Close()
 			c.conns[i] = nil
 		}
