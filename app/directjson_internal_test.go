@@ -235,14 +235,18 @@ func serveData() *fakeServe {
 	return &fakeServe{report: rep, summary: sum}
 }
 
-// answer posts one request to the endpoint, built with or without direct JSON.
-func answer(t *testing.T, es graphql.ExecutableSchema, direct bool, body string) (int, http.Header, []byte) {
-	t.Helper()
+// server is the endpoint's server, built with or without direct JSON.
+func server(es graphql.ExecutableSchema, direct bool) http.Handler {
 	o := graphQLOptions("/graphql", testLimits, slog.New(slog.NewTextHandler(io.Discard, nil)), nil, nil)
 	if !direct {
 		o.DirectJSON = nil
 	}
-	srv := graphqlserver.New(es, o)
+	return graphqlserver.New(es, o)
+}
+
+// answer posts one request to srv.
+func answer(t *testing.T, srv http.Handler, body string) (int, http.Header, []byte) {
+	t.Helper()
 	req := httptest.NewRequest(http.MethodPost, "/graphql", strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	rec := httptest.NewRecorder()
@@ -250,17 +254,25 @@ func answer(t *testing.T, es graphql.ExecutableSchema, direct bool, body string)
 	return rec.Code, rec.Header(), rec.Body.Bytes()
 }
 
+// compareAnswers asks each query of both servers, with the variables set both ways; the server
+// with direct JSON is asked twice, the second time with the encoders it compiled the first
+// time, and asked every query in turn (the kept encoders of one must not serve another).
 func compareAnswers(t *testing.T, es graphql.ExecutableSchema, queries []string) {
 	t.Helper()
-	for _, q := range queries {
-		body, _ := json.Marshal(map[string]any{"query": q, "variables": map[string]any{"yes": true, "no": false}})
-		c1, h1, b1 := answer(t, es, true, string(body))
-		c0, h0, b0 := answer(t, es, false, string(body))
-		if c1 != c0 || h1.Get("Content-Type") != h0.Get("Content-Type") || !sameAnswer(b1, b0) {
-			t.Errorf("query %s\ndirect JSON: %d %s\n%.2000s\ngqlgen:      %d %s\n%.2000s", q, c1, h1.Get("Content-Type"), b1, c0, h0.Get("Content-Type"), b0)
-		}
-		if !json.Valid(b1) {
-			t.Errorf("query %s: invalid JSON %.500s", q, b1)
+	direct, plain := server(es, true), server(es, false)
+	for _, vars := range []map[string]any{{"yes": true, "no": false}, {"yes": false, "no": true}} {
+		for round := range 2 {
+			for _, q := range queries {
+				body, _ := json.Marshal(map[string]any{"query": q, "variables": vars})
+				c1, h1, b1 := answer(t, direct, string(body))
+				c0, h0, b0 := answer(t, plain, string(body))
+				if c1 != c0 || h1.Get("Content-Type") != h0.Get("Content-Type") || !sameAnswer(b1, b0) {
+					t.Errorf("query %s (variables %v, round %d)\ndirect JSON: %d %s\n%.2000s\ngqlgen:      %d %s\n%.2000s", q, vars, round, c1, h1.Get("Content-Type"), b1, c0, h0.Get("Content-Type"), b0)
+				}
+				if !json.Valid(b1) {
+					t.Errorf("query %s: invalid JSON %.500s", q, b1)
+				}
+			}
 		}
 	}
 }
@@ -317,6 +329,10 @@ func TestDirectJSONPublicMatchesGqlgen(t *testing.T) {
 		`{ resources { sk_resource resource_id callsign station_id station valid_from valid_to } }`,
 		`{ station_resources { station_id station_name resources { resource_id __typename } } }`,
 		`{ station_resources { resources { r: resource_id } n: station_name } }`,
+		`{ resources { callsign } resources { valid_to sk_resource } }`,
+		`{ resources { ...R } } fragment R on Resource { callsign station }`,
+		vars + ` { resources { ...R } } fragment R on Resource { callsign station @include(if: $yes) valid_from @skip(if: $yes) }`,
+		vars + ` { station_resources { station_id resources @include(if: $no) { resource_id } } }`,
 		`{ distinct_values(columns: ["a"], start_date: "x", end_date: "y") { column value } }`,
 		`{ unique_counts(columns: ["a"], start_date: "x", end_date: "y") { column value count } }`,
 		`{ records_count { count __typename } }`,

@@ -82,12 +82,21 @@ func accessLog(log *slog.Logger) fiber.Handler {
 		if status >= 500 {
 			level = slog.LevelError
 		}
-		attrs := []any{"method", c.Method(), "path", path, "status", status,
-			"duration_ms", float64(time.Since(start).Microseconds()) / 1000}
-		if name := auth.KeyName(c); name != "" {
-			attrs = append(attrs, "key_name", name)
+		ctx := c.UserContext()
+		h := log.Handler()
+		if !h.Enabled(ctx, level) {
+			return err
 		}
-		log.Log(c.UserContext(), level, "request", attrs...)
+		// The record is built here rather than by log.Log, which would also take the caller's
+		// program counter (runtime.Callers, for a source location no handler of ours writes)
+		// and box each attribute in an interface first, on every request.
+		r := slog.NewRecord(time.Now(), level, "request", 0)
+		r.AddAttrs(slog.String("method", c.Method()), slog.String("path", path), slog.Int("status", status),
+			slog.Float64("duration_ms", float64(time.Since(start).Microseconds())/1000))
+		if name := auth.KeyName(c); name != "" {
+			r.AddAttrs(slog.String("key_name", name))
+		}
+		_ = h.Handle(ctx, r)
 		return err
 	}
 }

@@ -58,39 +58,31 @@ func (s *service) newRequest(ctx context.Context, w workload) (*http.Request, er
 	return req, nil
 }
 
-// serviceRequest is the service side of a measurement: the workload's HTTP request, the
-// response read to the end, its status checked (the content was checked once, by capture) and
-// its Cache-Status counted in tally.
+// serviceRequest is the service side of a measurement: the workload's HTTP request, sent by the
+// lean client (httpclient.go) on the worker's keep-alive connection, the response read to the
+// end, its status checked (the content was checked once, by capture) and its Cache-Status
+// counted in tally.
 func (s *service) serviceRequest(w workload, tally *cacheTally) request {
-	body := w.body()
-	return func(ctx context.Context, _ int) (int64, error) {
-		var req *http.Request
-		var err error
-		if w.isExport() {
-			req, err = s.newRequest(ctx, w)
-		} else {
-			req, err = http.NewRequestWithContext(ctx, http.MethodPost, s.url+w.Path, bytes.NewReader(body))
-			if err == nil {
-				req.Header.Set("Content-Type", "application/json")
-				req.Header.Set("x-api-key", s.key)
-			}
-		}
+	var req rawRequest
+	if w.isExport() {
+		req = newRawRequest(s.host, http.MethodGet, exportPath+"?"+w.Export, nil,
+			"SERVICE-X-API-KEY", s.key, "x-api-key", s.key)
+	} else {
+		req = newRawRequest(s.host, http.MethodPost, w.Path, w.body(),
+			"Content-Type", "application/json", "x-api-key", s.key)
+	}
+	return func(ctx context.Context, worker int) (int64, error) {
+		resp, n, err := s.rc.do(ctx, worker, req, io.Discard)
 		if err != nil {
-			return 0, err
+			return n, err
 		}
-		resp, err := httpClient.Do(req)
-		if err != nil {
-			return 0, err
-		}
-		defer resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			b, _ := io.ReadAll(resp.Body)
-			return 0, fmt.Errorf("%s: %.300s", resp.Status, b)
+		if resp.status != http.StatusOK {
+			return 0, fmt.Errorf("%d %s: %.300s", resp.status, http.StatusText(resp.status), resp.errBody)
 		}
 		if !w.isExport() {
-			tally.note(resp.Header)
+			tally.noteValue(resp.cacheStatus, resp.hasCache)
 		}
-		return io.Copy(io.Discard, resp.Body)
+		return n, nil
 	}
 }
 

@@ -47,7 +47,9 @@ type dbTarget struct {
 type service struct {
 	cmd   *exec.Cmd
 	url   string
-	pprof string // the profiling listener's URL, with -profile
+	host  string     // host:port of url
+	rc    *rawClient // the measured requests' client (httpclient.go)
+	pprof string     // the profiling listener's URL, with -profile
 	key   string
 	log   *bytes.Buffer
 	done  chan struct{}
@@ -94,7 +96,8 @@ func startService(bin, workDir string, db dbTarget, records int, cache, profilin
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	s := &service{cmd: cmd, url: "http://127.0.0.1:" + strconv.Itoa(port), pprof: pprofURL, key: apiKey, log: &logBuf, done: make(chan struct{})}
+	host := "127.0.0.1:" + strconv.Itoa(port)
+	s := &service{cmd: cmd, url: "http://" + host, host: host, rc: &rawClient{addr: host}, pprof: pprofURL, key: apiKey, log: &logBuf, done: make(chan struct{})}
 	go func() { _ = cmd.Wait(); close(s.done) }()
 	for deadline := time.Now().Add(20 * time.Second); ; {
 		resp, err := http.Get(s.url + "/v1/healthz")
@@ -168,14 +171,20 @@ type cacheTally struct {
 }
 
 func (t *cacheTally) note(h http.Header) {
-	switch v, ok := h[headerCacheStatus]; {
+	_, ok := h[headerCacheStatus]
+	t.noteValue([]byte(h.Get(headerCacheStatus)), ok)
+}
+
+// noteValue counts one response whose Cache-Status header was v (ok: it had one).
+func (t *cacheTally) noteValue(v []byte, ok bool) {
+	switch {
 	case !ok:
 		t.none.Add(1)
-	case v[0] == cacheHit:
+	case string(v) == cacheHit:
 		t.hit.Add(1)
-	case v[0] == cacheMiss:
+	case string(v) == cacheMiss:
 		t.miss.Add(1)
-	case v[0] == cacheBypass:
+	case string(v) == cacheBypass:
 		t.bypass.Add(1)
 	default:
 		t.other.Add(1)
@@ -224,6 +233,7 @@ func (s *service) cpuProfile(d time.Duration, path string) error {
 // connections are closed first: a server may wait for them to finish (the cache branch's build
 // waited its whole shutdown timeout), which would add that wait to every line.
 func (s *service) stop() {
+	s.rc.close()
 	httpClient.CloseIdleConnections()
 	_ = s.cmd.Process.Signal(os.Interrupt)
 	select {

@@ -27,8 +27,10 @@ import (
 	"io"
 	"math"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"github.com/99designs/gqlgen/graphql"
@@ -45,6 +47,9 @@ type Writer struct {
 	// the next List of that field starts with that much room (a table's size changes little
 	// between requests), instead of growing to it step by step.
 	lastSize map[string]*atomic.Int64
+	// compiled are the encoders of root fields compiled before (see compile).
+	compiled  sync.Map // compiledKey -> *compiled
+	nCompiled atomic.Int64
 }
 
 // New returns a Writer for the object types named (GraphQL type names) of schema.
@@ -137,12 +142,11 @@ func (w *Writer) Fields(ctx context.Context, next graphql.Resolver) (any, error)
 		return res, err
 	}
 	v := reflect.ValueOf(res)
-	c := compiler{w: w, oc: oc}
 	t := fc.Field.Definition.Type
 	var out chunked
 	if v.Kind() == reflect.Slice && t.Elem != nil {
 		// A list, element by element, so that its JSON is cut into chunks as it grows.
-		elem, ok := c.value(t.Elem, fc.Field.Selections, v.Type().Elem())
+		elem, ok := w.compile(oc, fc.Field.Field, t.Elem, fc.Field.Selections, v.Type().Elem())
 		if !ok {
 			return res, err
 		}
@@ -167,7 +171,7 @@ func (w *Writer) Fields(ctx context.Context, next graphql.Resolver) (any, error)
 			out.b = append(out.b, ']')
 		}
 	} else {
-		enc, ok := c.value(t, fc.Field.Selections, v.Type())
+		enc, ok := w.compile(oc, fc.Field.Field, t, fc.Field.Selections, v.Type())
 		if !ok {
 			return res, err
 		}
@@ -259,8 +263,7 @@ func NewList[T any](ctx context.Context) *List[T] {
 	if t.Elem == nil {
 		return nil
 	}
-	c := compiler{w: s.w, oc: oc}
-	enc, ok := c.value(t.Elem, fc.Field.Selections, reflect.TypeFor[T]())
+	enc, ok := s.w.compile(oc, fc.Field.Field, t.Elem, fc.Field.Selections, reflect.TypeFor[T]())
 	if !ok {
 		return nil
 	}
@@ -350,6 +353,90 @@ func stripped(v reflect.Value) (any, bool) {
 		return cp.Interface(), true
 	}
 	return nil, false
+}
+
+// compiledKey names a root field's compiled encoder: the field in its parsed document (gqlgen's
+// cached one, shared by every request with the same query text; the key's pointer keeps that
+// document alive, so its memory is not reused for another while the entry exists), the
+// GraphQL type and the Go type it was compiled for.
+type compiledKey struct {
+	field *ast.Field
+	t     *ast.Type
+	gt    reflect.Type
+}
+
+type compiled struct {
+	enc encoder
+	ok  bool
+}
+
+const (
+	// maxCompiled bounds the encoders kept; past it they are all dropped and compiled again.
+	maxCompiled = 256
+	// maxCompiledQuery is the longest query text whose encoders are kept: gqlgen's query cache
+	// (platform/graphqlserver) keeps documents up to 8 KiB, so a longer one is parsed anew on
+	// every request, and keeping its encoders would only keep its syntax tree.
+	maxCompiledQuery = 8 << 10
+)
+
+// compile returns the encoder of a root field's value (see compiler.value); field is the root
+// field in the document and sel its selections as gqlgen collected them. A root field of a
+// document seen before gets the encoder compiled then: compiling (gqlgen's CollectFields for
+// every object, reflection over the Go types, the closures) cost a light list like the
+// resources about as much as encoding it. Kept only: selections that are the field's own
+// (not merged with another field of the same name) and have no directive, as the variables
+// (@skip, @include, @defer) are the one thing compiling reads from the request.
+func (w *Writer) compile(oc *graphql.OperationContext, field *ast.Field, t *ast.Type, sel ast.SelectionSet, gt reflect.Type) (encoder, bool) {
+	c := compiler{w: w, oc: oc}
+	if field == nil || len(oc.RawQuery) > maxCompiledQuery || !slices.Equal(sel, field.SelectionSet) || !plain(oc.Doc, sel, 0) {
+		return c.value(t, sel, gt)
+	}
+	k := compiledKey{field: field, t: t, gt: gt}
+	if v, ok := w.compiled.Load(k); ok {
+		e := v.(*compiled)
+		return e.enc, e.ok
+	}
+	enc, ok := c.value(t, sel, gt)
+	if w.nCompiled.Add(1) > maxCompiled {
+		w.compiled.Clear()
+		w.nCompiled.Store(1)
+	}
+	w.compiled.Store(k, &compiled{enc: enc, ok: ok})
+	return enc, ok
+}
+
+// plain says whether sel, with the fragments it spreads, has no directive: which fields it
+// selects then does not depend on the request's variables, and none is deferred.
+func plain(doc *ast.QueryDocument, sel ast.SelectionSet, depth int) bool {
+	if depth > 32 {
+		return false
+	}
+	for _, s := range sel {
+		switch s := s.(type) {
+		case *ast.Field:
+			if len(s.Directives) > 0 || !plain(doc, s.SelectionSet, depth+1) {
+				return false
+			}
+		case *ast.InlineFragment:
+			if len(s.Directives) > 0 || !plain(doc, s.SelectionSet, depth+1) {
+				return false
+			}
+		case *ast.FragmentSpread:
+			if len(s.Directives) > 0 {
+				return false
+			}
+			f := s.Definition
+			if f == nil && doc != nil {
+				f = doc.Fragments.ForName(s.Name)
+			}
+			if f == nil || len(f.Directives) > 0 || !plain(doc, f.SelectionSet, depth+1) {
+				return false
+			}
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // encoder appends the JSON of v to b; false when gqlgen would not write it as a plain value

@@ -56,6 +56,14 @@ func checkGraphQLPost(c *fiber.Ctx) error {
 	return c.Next()
 }
 
+// graphQLParams are the GraphQL-over-HTTP parameters of a POST body, as sent.
+type graphQLParams struct {
+	Query         json.RawMessage `json:"query"`
+	OperationName json.RawMessage `json:"operationName"`
+	Variables     json.RawMessage `json:"variables"`
+	Extensions    json.RawMessage `json:"extensions"`
+}
+
 // checkGraphQLBody checks that body is one JSON object whose GraphQL-over-HTTP parameters have
 // their JSON types: query and operationName strings, variables and extensions objects (each may
 // be null or absent). Other members are ignored, as gqlgen ignores them.
@@ -72,18 +80,19 @@ func checkGraphQLBody(body []byte) error {
 		}
 		return errors.New("the request body is not a JSON object: " + graphQLBodyHint)
 	}
-	var p struct {
-		Query         json.RawMessage `json:"query"`
-		OperationName json.RawMessage `json:"operationName"`
-		Variables     json.RawMessage `json:"variables"`
-		Extensions    json.RawMessage `json:"extensions"`
-	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	if err := dec.Decode(&p); err != nil {
-		return fmt.Errorf("the request body is not valid JSON (%s): %s", jsonProblem(err), graphQLBodyHint)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return errors.New("the request body has more after its JSON object: " + graphQLBodyHint)
+	var p graphQLParams
+	// A body Unmarshal takes is one a Decoder takes with nothing after it; Unmarshal does it
+	// without a Decoder's allocations, on every request. A body it refuses is decoded again
+	// to say why.
+	if json.Unmarshal(body, &p) != nil {
+		p = graphQLParams{}
+		dec := json.NewDecoder(bytes.NewReader(body))
+		if err := dec.Decode(&p); err != nil {
+			return fmt.Errorf("the request body is not valid JSON (%s): %s", jsonProblem(err), graphQLBodyHint)
+		}
+		if _, err := dec.Token(); err != io.EOF {
+			return errors.New("the request body has more after its JSON object: " + graphQLBodyHint)
+		}
 	}
 	for _, m := range []struct {
 		name  string
