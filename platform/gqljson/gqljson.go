@@ -27,6 +27,7 @@ import (
 	"io"
 	"math"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -236,7 +237,8 @@ func (c *chunked) done() [][]byte {
 type List[T any] struct {
 	s       *slot
 	enc     encoder
-	nonNull bool // the elements' GraphQL type
+	flat    []fieldEncoder // the elements' fields, when every one is a scalar (see AddRow)
+	nonNull bool           // the elements' GraphQL type
 	out     chunked
 	n       int
 	bad     bool
@@ -265,6 +267,13 @@ func NewList[T any](ctx context.Context) *List[T] {
 		return nil
 	}
 	l := &List[T]{s: s, enc: enc, nonNull: t.Elem.NonNull, size: s.w.lastSize[fc.Field.Name]}
+	if def := s.w.schema.Types[t.Elem.NamedType]; t.Elem.Elem == nil && def != nil && def.Kind == ast.Object &&
+		reflect.TypeFor[T]().Kind() == reflect.Struct {
+		if fields, ok := c.fields(def, fc.Field.Selections, reflect.TypeFor[T]()); ok &&
+			!slices.ContainsFunc(fields, func(f fieldEncoder) bool { return f.enc != nil && !f.scalar }) {
+			l.flat = fields
+		}
+	}
 	room := firstChunk
 	if l.size != nil {
 		room = min(max(room, int(l.size.Load())+int(l.size.Load())/8), chunkSize)
@@ -299,6 +308,54 @@ func (l *List[T]) Add(v *T) bool {
 		l.bad = true
 		return false
 	}
+	l.out.cut(len(l.out.b) - before)
+	return true
+}
+
+// FieldFunc appends to b the JSON of the field of T whose struct field index is i, for the
+// element AddRow is writing, exactly as the List would write that field's Go value:
+// strconv.AppendInt for an Int, AppendFloat for a Float, AppendString for a String,
+// strconv.AppendBool for a Boolean. Appending nothing means the value is nil (null); false means
+// the List would refuse the value (AppendFloat's false).
+type FieldFunc func(b []byte, i int) ([]byte, bool)
+
+// Rows reports whether AddRow may be used: every field selected in the elements is a built-in
+// scalar (or __typename).
+func (l *List[T]) Rows() bool { return l.flat != nil }
+
+// AddRow writes one element as Add would write a T whose fields hold the values field writes,
+// for a resolver that has the values in another form (a row as the database sent it) and would
+// otherwise build a T only to have it read back. false as for Add, and when Rows is false.
+func (l *List[T]) AddRow(field FieldFunc) bool {
+	if l.bad || l.flat == nil {
+		l.bad = true
+		return false
+	}
+	b := l.out.b
+	if l.n > 0 {
+		b = append(b, ',')
+	}
+	l.n++
+	before := len(b)
+	b = append(b, '{')
+	for i := range l.flat {
+		f := &l.flat[i]
+		b = append(b, f.key...)
+		if f.enc == nil {
+			b = append(b, f.lit...)
+			continue
+		}
+		n := len(b)
+		var ok bool
+		if b, ok = field(b, f.index); !ok || len(b) == n && f.nonNull {
+			l.bad = true
+			return false
+		}
+		if len(b) == n {
+			b = append(b, "null"...)
+		}
+	}
+	l.out.b = append(b, '}')
 	l.out.cut(len(l.out.b) - before)
 	return true
 }
@@ -451,11 +508,38 @@ type fieldEncoder struct {
 	index int     // of the struct field
 	enc   encoder // nil for __typename
 	lit   []byte  // __typename's value
+	// scalar: the field is a built-in scalar (or a pointer to one), which AddRow may be given
+	// as its JSON; nonNull: its GraphQL type forbids null.
+	scalar, nonNull bool
 }
 
 // object compiles an object's selection as gqlgen's generated code does: CollectFields with
 // the type (and its interfaces) for fragments, @skip and @include, then each field by alias.
 func (c compiler) object(def *ast.Definition, sel ast.SelectionSet, gt reflect.Type) (encoder, bool) {
+	encs, ok := c.fields(def, sel, gt)
+	if !ok {
+		return nil, false
+	}
+	return func(b []byte, v reflect.Value) ([]byte, bool) {
+		b = append(b, '{')
+		ok := true
+		for i := range encs {
+			f := &encs[i]
+			b = append(b, f.key...)
+			if f.enc == nil {
+				b = append(b, f.lit...)
+				continue
+			}
+			if b, ok = f.enc(b, v.Field(f.index)); !ok {
+				return b, false
+			}
+		}
+		return append(b, '}'), true
+	}, true
+}
+
+// fields compiles the fields of an object's selection, in the order they are written.
+func (c compiler) fields(def *ast.Definition, sel ast.SelectionSet, gt reflect.Type) ([]fieldEncoder, bool) {
 	satisfies := append([]string{def.Name}, def.Interfaces...)
 	fields := graphql.CollectFields(c.oc, sel, satisfies)
 	encs := make([]fieldEncoder, 0, len(fields))
@@ -490,24 +574,11 @@ func (c compiler) object(def *ast.Definition, sel ast.SelectionSet, gt reflect.T
 		if !ok {
 			return nil, false
 		}
-		encs = append(encs, fieldEncoder{key: key, index: idx, enc: enc})
+		ftd := c.w.schema.Types[fd.Type.NamedType]
+		scalar := fd.Type.Elem == nil && ftd != nil && ftd.Kind == ast.Scalar
+		encs = append(encs, fieldEncoder{key: key, index: idx, enc: enc, scalar: scalar, nonNull: fd.Type.NonNull})
 	}
-	return func(b []byte, v reflect.Value) ([]byte, bool) {
-		b = append(b, '{')
-		ok := true
-		for i := range encs {
-			f := &encs[i]
-			b = append(b, f.key...)
-			if f.enc == nil {
-				b = append(b, f.lit...)
-				continue
-			}
-			if b, ok = f.enc(b, v.Field(f.index)); !ok {
-				return b, false
-			}
-		}
-		return append(b, '}'), true
-	}, true
+	return encs, true
 }
 
 // structField finds the exported field of gt tagged json:"name", directly in gt. It refuses when
@@ -553,7 +624,9 @@ const (
 // '<', '>', '&', U+2028 and U+2029 as \\u sequences, as json.Marshal does; every other byte
 // (invalid UTF-8 included) as it is. Written here, the second escaping is done already, so
 // the JSON is final: json.Marshal leaves it unchanged, and Transport writes it as it is.
-func AppendString(b []byte, s string) []byte {
+//
+// s may be a string or the bytes of one (a text column as the database sent it).
+func AppendString[S ~string | ~[]byte](b []byte, s S) []byte {
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); i++ {
