@@ -41,29 +41,25 @@ func AppendDate(b []byte, raw []byte) ([]byte, bool) {
 	case math.MinInt32:
 		return append(b, "-infinity"...), true
 	}
-	// The proleptic Gregorian calendar from a day count (H. Hinnant's civil_from_days), counted
-	// from 0000-03-01 so that a leap day ends its year.
-	z := int64(days) + 730425 // days from 0000-03-01 to 2000-01-01
-	era := z / 146097
-	if z < 0 && z%146097 != 0 {
-		era--
+	// Years 0 to 9999 of the proleptic Gregorian calendar, from a day count (H. Hinnant's
+	// civil_from_days) from 0000-03-01, so that a leap day ends its year; unsigned, as the
+	// divisions by constants are cheaper so.
+	if z := int64(days) + 730425; z >= 0 && z < 4*146097*25 { // 0000-03-01 to 10000-03-01
+		zu := uint32(z)
+		era := zu / 146097
+		doe := zu - era*146097                                 // day of the 400-year era, [0, 146096]
+		yoe := (doe - doe/1460 + doe/36524 - doe/146096) / 365 // year of the era, [0, 399]
+		doy := doe - (365*yoe + yoe/4 - yoe/100)               // day of the year from March 1st, [0, 365]
+		mp := (5*doy + 2) / 153                                // month from March, [0, 11]
+		d := doy - (153*mp+2)/5 + 1
+		m, y := mp+3, yoe+era*400
+		if m > 12 {
+			m, y = m-12, y+1
+		}
+		if y <= 9999 {
+			return append(b, byte('0'+y/1000), byte('0'+y/100%10), byte('0'+y/10%10), byte('0'+y%10), '-',
+				byte('0'+m/10), byte('0'+m%10), '-', byte('0'+d/10), byte('0'+d%10)), true
+		}
 	}
-	doe := z - era*146097                                  // day of the 400-year era, [0, 146096]
-	yoe := (doe - doe/1460 + doe/36524 - doe/146096) / 365 // year of the era, [0, 399]
-	doy := doe - (365*yoe + yoe/4 - yoe/100)               // day of the year from March 1st, [0, 365]
-	mp := (5*doy + 2) / 153                                // month from March, [0, 11]
-	d := doy - (153*mp+2)/5 + 1
-	m := mp + 3
-	if m > 12 {
-		m -= 12
-	}
-	y := yoe + era*400
-	if m <= 2 {
-		y++
-	}
-	if y < 0 || y > 9999 {
-		return append(b, FormatDate(pgtype.Date{Time: time.Date(2000, 1, int(1+days), 0, 0, 0, 0, time.UTC), Valid: true})...), true
-	}
-	return append(b, byte('0'+y/1000), byte('0'+y/100%10), byte('0'+y/10%10), byte('0'+y%10), '-',
-		byte('0'+m/10), byte('0'+m%10), '-', byte('0'+d/10), byte('0'+d%10)), true
+	return append(b, FormatDate(pgtype.Date{Time: time.Date(2000, 1, int(1+days), 0, 0, 0, 0, time.UTC), Valid: true})...), true
 }

@@ -28,10 +28,10 @@ func TestAppendDateMatchesFormatDate(t *testing.T) {
 		}
 	}
 	// Every day from 4713 BC (PostgreSQL's first) to past 10000 AD, then samples to its last.
-	for days := int32(-2451545); days < 3000000; days++ {
+	for days := int32(-2451545); days < 2922500; days++ {
 		check(days)
 	}
-	for days := int32(3000000); days < 2147483494 && days > 0; days += 997 {
+	for days := int32(2922500); days < 2147483494 && days > 0; days += 997 {
 		check(days)
 	}
 	check(math.MinInt32)
