@@ -41,24 +41,27 @@ func AppendDate(b []byte, raw []byte) ([]byte, bool) {
 	case math.MinInt32:
 		return append(b, "-infinity"...), true
 	}
-	// Years 0 to 9999 of the proleptic Gregorian calendar, from a day count (H. Hinnant's
-	// civil_from_days) from 0000-03-01, so that a leap day ends its year; unsigned, as the
-	// divisions by constants are cheaper so.
-	if z := int64(days) + 730425; z >= 0 && z < 4*146097*25 { // 0000-03-01 to 10000-03-01
-		zu := uint32(z)
-		era := zu / 146097
-		doe := zu - era*146097                                 // day of the 400-year era, [0, 146096]
-		yoe := (doe - doe/1460 + doe/36524 - doe/146096) / 365 // year of the era, [0, 399]
-		doy := doe - (365*yoe + yoe/4 - yoe/100)               // day of the year from March 1st, [0, 365]
-		mp := (5*doy + 2) / 153                                // month from March, [0, 11]
-		d := doy - (153*mp+2)/5 + 1
-		m, y := mp+3, yoe+era*400
-		if m > 12 {
-			m, y = m-12, y+1
+	// Years 0 to 9999 of the proleptic Gregorian calendar, by C. Neri and L. Schneider's
+	// Euclidean affine functions ("Euclidean affine functions and their application to
+	// calendar algorithms", 2022): a few multiplications instead of the divisions of the usual
+	// algorithm, in a computational calendar whose years start on March 1st (a leap day ends
+	// them), counted from 0000-03-01.
+	if n := int64(days) + 730425; n >= 0 && n < 3652425 { // 0000-03-01 to 10000-03-01
+		n1 := 4*uint32(n) + 3
+		c := n1 / 146097               // century
+		n2 := n1%146097 | 3            // 4 * day of the century + 3
+		p2 := 2939745 * uint64(n2)     // year of the century and day of the year, as a fraction
+		z := uint32(p2 >> 32)          // year of the century
+		ny := uint32(p2) / 2939745 / 4 // day of the year, [0, 365]
+		n3 := 2141*ny + 197913         // month and day of the month, as a fraction
+		y, m, d := 100*c+z, n3>>16, (n3&0xFFFF)/2141+1
+		if ny >= 306 { // January and February belong to the next year
+			y, m = y+1, m-12
 		}
 		if y <= 9999 {
-			return append(b, byte('0'+y/1000), byte('0'+y/100%10), byte('0'+y/10%10), byte('0'+y%10), '-',
-				byte('0'+m/10), byte('0'+m%10), '-', byte('0'+d/10), byte('0'+d%10)), true
+			date := [10]byte{byte('0' + y/1000), byte('0' + y/100%10), byte('0' + y/10%10), byte('0' + y%10), '-',
+				byte('0' + m/10), byte('0' + m%10), '-', byte('0' + d/10), byte('0' + d%10)}
+			return append(b, date[:]...), true
 		}
 	}
 	return append(b, FormatDate(pgtype.Date{Time: time.Date(2000, 1, int(1+days), 0, 0, 0, 0, time.UTC), Valid: true})...), true
