@@ -72,6 +72,26 @@ func (r *Repository) EachPatient(ctx context.Context, page keyset.Page, fn func(
 	return ok, err
 }
 
+// patientFormats are the formats EachPatientRow asks for patientsSQL's columns in: the integers
+// and the text as text, whose bytes are their JSON or nearly (a text value is the same bytes in
+// either format); the date and the float8 in binary, whose text would depend on the session's
+// DateStyle and extra_float_digits.
+var patientFormats = []int16{pgx.TextFormatCode, pgx.TextFormatCode, pgx.BinaryFormatCode, pgx.TextFormatCode, pgx.BinaryFormatCode}
+
+// EachPatientRow reads the dim_patient rows of page ordered by sk_patient, as EachPatient does,
+// and hands each to fn as the database sent it: patientsSQL's columns in patientFormats, nil for
+// NULL, valid only until fn returns. It returns false when fn refused a row, as EachPatient.
+func (r *Repository) EachPatientRow(ctx context.Context, page keyset.Page, fn func(row [][]byte) bool) (bool, error) {
+	ok := true
+	err := r.db.ForEachRawRow(ctx, opPatients, patientsSQL, page.Args(), patientFormats, func(row [][]byte) error {
+		if ok {
+			ok = fn(row)
+		}
+		return nil
+	})
+	return ok, err
+}
+
 // Patients returns the dim_patient rows of page ordered by sk_patient: EachPatient's rows, the values
 // they point to copied into slabs.
 func (r *Repository) Patients(ctx context.Context, page keyset.Page) ([]Patient, error) {

@@ -2,8 +2,11 @@ package patients
 
 import (
 	"context"
+	"encoding/binary"
+	"math"
 
 	"github.com/emsanalytics/emsquery/platform/apierr"
+	"github.com/emsanalytics/emsquery/platform/database"
 	"github.com/emsanalytics/emsquery/platform/gqljson"
 	"github.com/emsanalytics/emsquery/platform/keyset"
 )
@@ -45,7 +48,21 @@ func (r *Resolver) Patients(ctx context.Context, limit *int, after *int) ([]*Pat
 	// The list can be hundreds of thousands of rows: when the selection allows, its JSON is
 	// written as the rows are read, and gqlgen gets an empty list to marshal in its place.
 	if l := gqljson.NewList[Patient](ctx); l != nil {
-		complete, err := r.repo.EachPatient(ctx, page, l.Add)
+		var (
+			complete bool
+			err      error
+		)
+		if l.Rows() {
+			// Each row's values go from the database's bytes to JSON, without Go values between.
+			var row [][]byte
+			field := func(b []byte, i int) ([]byte, bool) { return appendPatientField(b, row, i) }
+			complete, err = r.repo.EachPatientRow(ctx, page, func(r [][]byte) bool {
+				row = r
+				return l.AddRow(field)
+			})
+		} else {
+			complete, err = r.repo.EachPatient(ctx, page, l.Add)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -59,6 +76,35 @@ func (r *Resolver) Patients(ctx context.Context, limit *int, after *int) ([]*Pat
 		return nil, err
 	}
 	return pointers(rows), nil
+}
+
+// appendPatientField is the gqljson.FieldFunc of a row of EachPatientRow: it appends the JSON of
+// Patient's struct field i, which is the row's column i (patientsSQL selects them in the order
+// of the struct), exactly as gqljson writes the Go value EachPatient would have decoded.
+func appendPatientField(b []byte, row [][]byte, i int) ([]byte, bool) {
+	if i >= len(row) {
+		return b, false
+	}
+	v := row[i]
+	if v == nil {
+		return b, true
+	}
+	switch i {
+	case 0, 1: // sk_patient, age: bigint and integer as text, the digits strconv.AppendInt writes
+		return append(b, v...), true
+	case 2: // date_of_birth
+		b = append(b, '"')
+		b, ok := database.AppendDate(b, v)
+		return append(b, '"'), ok
+	case 3: // gender
+		return gqljson.AppendString(b, v), true
+	case 4: // weight: float8 in binary
+		if len(v) != 8 {
+			return b, false
+		}
+		return gqljson.AppendFloat(b, math.Float64frombits(binary.BigEndian.Uint64(v)))
+	}
+	return b, false
 }
 
 func (r *Resolver) Oxygens(ctx context.Context, distinctFields []string, limit *int, after *int) ([]*Oxygen, error) {

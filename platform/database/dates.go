@@ -1,6 +1,7 @@
 package database
 
 import (
+	"math"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgtype"
@@ -24,4 +25,44 @@ func FormatDate(d pgtype.Date) string {
 	b := [10]byte{byte('0' + y/1000), byte('0' + y/100%10), byte('0' + y/10%10), byte('0' + y%10), '-',
 		byte('0' + int(m)/10), byte('0' + int(m)%10), '-', byte('0' + day/10), byte('0' + day%10)}
 	return string(b[:])
+}
+
+// AppendDate appends FormatDate's spelling of a date in PostgreSQL's binary format (days since
+// 2000-01-01, as pgx reads it), for rows read raw (ForEachRawRow): the same text without a
+// time.Time or a string per row. false when raw is not a binary date.
+func AppendDate(b []byte, raw []byte) ([]byte, bool) {
+	if len(raw) != 4 {
+		return b, false
+	}
+	days := int32(uint32(raw[0])<<24 | uint32(raw[1])<<16 | uint32(raw[2])<<8 | uint32(raw[3]))
+	switch days {
+	case math.MaxInt32:
+		return append(b, "infinity"...), true
+	case math.MinInt32:
+		return append(b, "-infinity"...), true
+	}
+	// Years 0 to 9999 of the proleptic Gregorian calendar, by C. Neri and L. Schneider's
+	// Euclidean affine functions ("Euclidean affine functions and their application to
+	// calendar algorithms", 2022): a few multiplications instead of the divisions of the usual
+	// algorithm, in a computational calendar whose years start on March 1st (a leap day ends
+	// them), counted from 0000-03-01.
+	if n := int64(days) + 730425; n >= 0 && n < 3652425 { // 0000-03-01 to 10000-03-01
+		n1 := 4*uint32(n) + 3
+		c := n1 / 146097               // century
+		n2 := n1%146097 | 3            // 4 * day of the century + 3
+		p2 := 2939745 * uint64(n2)     // year of the century and day of the year, as a fraction
+		z := uint32(p2 >> 32)          // year of the century
+		ny := uint32(p2) / 2939745 / 4 // day of the year, [0, 365]
+		n3 := 2141*ny + 197913         // month and day of the month, as a fraction
+		y, m, d := 100*c+z, n3>>16, (n3&0xFFFF)/2141+1
+		if ny >= 306 { // January and February belong to the next year
+			y, m = y+1, m-12
+		}
+		if y <= 9999 {
+			date := [10]byte{byte('0' + y/1000), byte('0' + y/100%10), byte('0' + y/10%10), byte('0' + y%10), '-',
+				byte('0' + m/10), byte('0' + m%10), '-', byte('0' + d/10), byte('0' + d%10)}
+			return append(b, date[:]...), true
+		}
+	}
+	return append(b, FormatDate(pgtype.Date{Time: time.Date(2000, 1, int(1+days), 0, 0, 0, 0, time.UTC), Valid: true})...), true
 }

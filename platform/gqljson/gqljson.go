@@ -238,13 +238,16 @@ func (c *chunked) done() [][]byte {
 // List writes the JSON of a root field's list element by element, as its resolver reads the
 // elements, so that the list is never held as Go values: see NewList.
 type List[T any] struct {
-	s       *slot
-	enc     encoder
-	nonNull bool // the elements' GraphQL type
-	out     chunked
-	n       int
-	bad     bool
-	size    *atomic.Int64 // the field's Writer.lastSize
+	s    *slot
+	enc  encoder
+	flat []fieldEncoder // the elements' fields, when every one is a scalar (see AddRow)
+	// compileFlat compiles flat on the first call of Rows.
+	compileFlat func() []fieldEncoder
+	nonNull     bool // the elements' GraphQL type
+	out         chunked
+	n           int
+	bad         bool
+	size        *atomic.Int64 // the field's Writer.lastSize
 }
 
 // NewList returns a List for the root field being resolved in ctx, whose value is a list of T
@@ -268,6 +271,19 @@ func NewList[T any](ctx context.Context) *List[T] {
 		return nil
 	}
 	l := &List[T]{s: s, enc: enc, nonNull: t.Elem.NonNull, size: s.w.lastSize[fc.Field.Name]}
+	// The flat fields are compiled when a resolver asks for them (Rows): most lists are written
+	// with Add, whose encoder the Writer keeps between requests.
+	l.compileFlat = func() []fieldEncoder {
+		def := s.w.schema.Types[t.Elem.NamedType]
+		if t.Elem.Elem != nil || def == nil || def.Kind != ast.Object || reflect.TypeFor[T]().Kind() != reflect.Struct {
+			return nil
+		}
+		fields, ok := compiler{w: s.w, oc: oc}.fields(def, fc.Field.Selections, reflect.TypeFor[T]())
+		if !ok || slices.ContainsFunc(fields, func(f fieldEncoder) bool { return f.enc != nil && !f.scalar }) {
+			return nil
+		}
+		return fields
+	}
 	room := firstChunk
 	if l.size != nil {
 		room = min(max(room, int(l.size.Load())+int(l.size.Load())/8), chunkSize)
@@ -302,6 +318,59 @@ func (l *List[T]) Add(v *T) bool {
 		l.bad = true
 		return false
 	}
+	l.out.cut(len(l.out.b) - before)
+	return true
+}
+
+// FieldFunc appends to b the JSON of the field of T whose struct field index is i, for the
+// element AddRow is writing, exactly as the List would write that field's Go value:
+// strconv.AppendInt for an Int, AppendFloat for a Float, AppendString for a String,
+// strconv.AppendBool for a Boolean. Appending nothing means the value is nil (null); false means
+// the List would refuse the value (AppendFloat's false).
+type FieldFunc func(b []byte, i int) ([]byte, bool)
+
+// Rows reports whether AddRow may be used: every field selected in the elements is a built-in
+// scalar (or __typename).
+func (l *List[T]) Rows() bool {
+	if l.compileFlat != nil {
+		l.flat, l.compileFlat = l.compileFlat(), nil
+	}
+	return l.flat != nil
+}
+
+// AddRow writes one element as Add would write a T whose fields hold the values field writes,
+// for a resolver that has the values in another form (a row as the database sent it) and would
+// otherwise build a T only to have it read back. false as for Add, and when Rows is false.
+func (l *List[T]) AddRow(field FieldFunc) bool {
+	if l.bad || !l.Rows() {
+		l.bad = true
+		return false
+	}
+	b := l.out.b
+	if l.n > 0 {
+		b = append(b, ',')
+	}
+	l.n++
+	before := len(b)
+	b = append(b, '{')
+	for i := range l.flat {
+		f := &l.flat[i]
+		b = append(b, f.key...)
+		if f.enc == nil {
+			b = append(b, f.lit...)
+			continue
+		}
+		n := len(b)
+		var ok bool
+		if b, ok = field(b, f.index); !ok || len(b) == n && f.nonNull {
+			l.bad = true
+			return false
+		}
+		if len(b) == n {
+			b = append(b, "null"...)
+		}
+	}
+	l.out.b = append(b, '}')
 	l.out.cut(len(l.out.b) - before)
 	return true
 }
@@ -538,11 +607,38 @@ type fieldEncoder struct {
 	index int     // of the struct field
 	enc   encoder // nil for __typename
 	lit   []byte  // __typename's value
+	// scalar: the field is a built-in scalar (or a pointer to one), which AddRow may be given
+	// as its JSON; nonNull: its GraphQL type forbids null.
+	scalar, nonNull bool
 }
 
 // object compiles an object's selection as gqlgen's generated code does: CollectFields with
 // the type (and its interfaces) for fragments, @skip and @include, then each field by alias.
 func (c compiler) object(def *ast.Definition, sel ast.SelectionSet, gt reflect.Type) (encoder, bool) {
+	encs, ok := c.fields(def, sel, gt)
+	if !ok {
+		return nil, false
+	}
+	return func(b []byte, v reflect.Value) ([]byte, bool) {
+		b = append(b, '{')
+		ok := true
+		for i := range encs {
+			f := &encs[i]
+			b = append(b, f.key...)
+			if f.enc == nil {
+				b = append(b, f.lit...)
+				continue
+			}
+			if b, ok = f.enc(b, v.Field(f.index)); !ok {
+				return b, false
+			}
+		}
+		return append(b, '}'), true
+	}, true
+}
+
+// fields compiles the fields of an object's selection, in the order they are written.
+func (c compiler) fields(def *ast.Definition, sel ast.SelectionSet, gt reflect.Type) ([]fieldEncoder, bool) {
 	satisfies := append([]string{def.Name}, def.Interfaces...)
 	fields := graphql.CollectFields(c.oc, sel, satisfies)
 	encs := make([]fieldEncoder, 0, len(fields))
@@ -577,24 +673,11 @@ func (c compiler) object(def *ast.Definition, sel ast.SelectionSet, gt reflect.T
 		if !ok {
 			return nil, false
 		}
-		encs = append(encs, fieldEncoder{key: key, index: idx, enc: enc})
+		ftd := c.w.schema.Types[fd.Type.NamedType]
+		scalar := fd.Type.Elem == nil && ftd != nil && ftd.Kind == ast.Scalar
+		encs = append(encs, fieldEncoder{key: key, index: idx, enc: enc, scalar: scalar, nonNull: fd.Type.NonNull})
 	}
-	return func(b []byte, v reflect.Value) ([]byte, bool) {
-		b = append(b, '{')
-		ok := true
-		for i := range encs {
-			f := &encs[i]
-			b = append(b, f.key...)
-			if f.enc == nil {
-				b = append(b, f.lit...)
-				continue
-			}
-			if b, ok = f.enc(b, v.Field(f.index)); !ok {
-				return b, false
-			}
-		}
-		return append(b, '}'), true
-	}, true
+	return encs, true
 }
 
 // structField finds the exported field of gt tagged json:"name", directly in gt. It refuses when
@@ -627,6 +710,24 @@ func AppendFloat(b []byte, f float64) ([]byte, bool) {
 	if math.IsInf(f, 0) || math.IsNaN(f) {
 		return b, false
 	}
+	// A whole number of tenths (a numeric(p,1) column read as float8: weights, flow rates) from
+	// 0.1 to 1e6, where %g writes no exponent, without the general search for the shortest
+	// digits, which costs several times this per value of a large list. n/10 is the double
+	// nearest the decimal n/10 (division is correctly rounded), so that decimal reads back as f;
+	// no decimal with fewer digits is within the double's precision of it; so it is the shortest.
+	if a := math.Abs(f); a >= 0.1 && a < 1e6 {
+		if n := math.Round(f * 10); n/10 == f {
+			i := int64(n)
+			if i < 0 {
+				b, i = append(b, '-'), -i
+			}
+			b = strconv.AppendInt(b, i/10, 10)
+			if r := i % 10; r != 0 {
+				b = append(b, '.', byte('0'+r))
+			}
+			return b, true
+		}
+	}
 	return strconv.AppendFloat(b, f, 'g', -1, 64), true
 }
 
@@ -640,7 +741,9 @@ const (
 // '<', '>', '&', U+2028 and U+2029 as \\u sequences, as json.Marshal does; every other byte
 // (invalid UTF-8 included) as it is. Written here, the second escaping is done already, so
 // the JSON is final: json.Marshal leaves it unchanged, and Transport writes it as it is.
-func AppendString(b []byte, s string) []byte {
+//
+// s may be a string or the bytes of one (a text column as the database sent it).
+func AppendString[S ~string | ~[]byte](b []byte, s S) []byte {
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); i++ {

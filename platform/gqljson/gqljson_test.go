@@ -49,9 +49,16 @@ func TestAppendStringMatchesGqlgen(t *testing.T) {
 func TestAppendFloatMatchesGqlgen(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	cases := []float64{0, math.Copysign(0, -1), 1, -1, 0.1, 48.9, 1e-5, 1e-4, 1e20, 1e21, 1e-7, 123456789, 5e-324,
-		math.MaxFloat64, math.SmallestNonzeroFloat64, 2.5e6, 1.0 / 3}
+		math.MaxFloat64, math.SmallestNonzeroFloat64, 2.5e6, 1.0 / 3,
+		// Around the tenths AppendFloat writes itself.
+		0.1, -0.1, 0.09, 0.099999, 0.1 + 0.2, 999999.9, -999999.9, 999999.95, 1e6, -1e6, 1e5, 0.5, 100, -100.5,
+		math.Nextafter(0.1, 1), math.Nextafter(72.5, 0), math.Nextafter(1e6, 0)}
 	for range 20000 {
-		cases = append(cases, math.Float64frombits(rng.Uint64()), float64(rng.IntN(100000))/10, rng.NormFloat64()*1e6)
+		cases = append(cases, math.Float64frombits(rng.Uint64()), float64(rng.IntN(100000))/10, rng.NormFloat64()*1e6,
+			float64(rng.IntN(20000000)-10000000)/10, float64(rng.IntN(2000)-1000)/10, float64(rng.IntN(1000)-500)/100)
+	}
+	for i := -100000; i <= 100000; i++ { // every numeric(5,1)
+		cases = append(cases, float64(i)/10)
 	}
 	for _, f := range cases {
 		got, ok := gqljson.AppendFloat(nil, f)

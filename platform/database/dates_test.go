@@ -1,0 +1,42 @@
+package database
+
+import (
+	"encoding/binary"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgtype"
+)
+
+// AppendDate spells every binary date as FormatDate spells what pgx decodes from it.
+func TestAppendDateMatchesFormatDate(t *testing.T) {
+	check := func(days int32) {
+		t.Helper()
+		want := "infinity"
+		switch days {
+		case math.MinInt32:
+			want = "-infinity"
+		case math.MaxInt32:
+		default:
+			want = FormatDate(pgtype.Date{Time: time.Date(2000, 1, int(1+days), 0, 0, 0, 0, time.UTC), Valid: true})
+		}
+		raw := binary.BigEndian.AppendUint32(nil, uint32(days))
+		got, ok := AppendDate([]byte("x"), raw)
+		if !ok || string(got) != "x"+want {
+			t.Fatalf("AppendDate(%d days) = %q, %v; want %q", days, got, ok, "x"+want)
+		}
+	}
+	// Every day from 4713 BC (PostgreSQL's first) to past 10000 AD, then samples to its last.
+	for days := int32(-2451545); days < 2922500; days++ {
+		check(days)
+	}
+	for days := int32(2922500); days < 2147483494 && days > 0; days += 997 {
+		check(days)
+	}
+	check(math.MinInt32)
+	check(math.MaxInt32)
+	if _, ok := AppendDate(nil, []byte{1, 2, 3}); ok {
+		t.Fatal("AppendDate accepted 3 bytes")
+	}
+}
