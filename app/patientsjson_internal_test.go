@@ -65,16 +65,7 @@ func TestDirectJSONPatientsFromDatabaseMatchGqlgen(t *testing.T) {
 			t.Fatalf("%v\n%s", err, q)
 		}
 	}
-	db, cleanup, err := database.Open(config.Database{
-		Hosts: config.Hosts{fixture.Host}, Ports: config.Ports{config.Port(fixture.Port)}, Name: fixture.Name, Username: fixture.User,
-		Password: config.Secret(fixture.Password), Schema: "public", PoolSize: 1, MaxOverflow: 1,
-		PoolTimeout: config.Seconds(30 * time.Second), PoolRecycle: config.Seconds(time.Hour),
-	}, config.Limits{StatementTimeout: config.Seconds(30 * time.Second), ExportTimeout: config.Seconds(time.Minute)},
-		slog.New(slog.NewTextHandler(io.Discard, nil)), noop.NewMeterProvider(), tracenoop.NewTracerProvider())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cleanup()
+	db := realDB(t, fixture)
 	es := gqlpublic.NewExecutableSchema(gqlpublic.Config{Resolvers: realPatients{&fakePublic{}, patients.NewResolver(patients.NewRepository(db), 1000)}})
 	queries := []string{
 		`{ patients { sk_patient age date_of_birth gender weight } }`,
@@ -98,4 +89,21 @@ func TestDirectJSONPatientsFromDatabaseMatchGqlgen(t *testing.T) {
 	if _, _, b := answer(t, server(es, true), body); !json.Valid(b) || !bytes.Contains(b, []byte(`"errors"`)) {
 		t.Errorf("a NaN weight: want gqlgen's error, got %.300s", b)
 	}
+}
+
+// realDB opens the service's database pool on fixture, as the service would, closed at the
+// end of the test.
+func realDB(t *testing.T, fixture servicetest.DB) *database.DB {
+	t.Helper()
+	db, cleanup, err := database.Open(config.Database{
+		Hosts: config.Hosts{fixture.Host}, Ports: config.Ports{config.Port(fixture.Port)}, Name: fixture.Name, Username: fixture.User,
+		Password: config.Secret(fixture.Password), Schema: "public", PoolSize: 1, MaxOverflow: 1,
+		PoolTimeout: config.Seconds(30 * time.Second), PoolRecycle: config.Seconds(time.Hour),
+	}, config.Limits{StatementTimeout: config.Seconds(30 * time.Second), ExportTimeout: config.Seconds(time.Minute)},
+		slog.New(slog.NewTextHandler(io.Discard, nil)), noop.NewMeterProvider(), tracenoop.NewTracerProvider())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cleanup)
+	return db
 }

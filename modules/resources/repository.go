@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/emsanalytics/emsquery/platform/database"
@@ -65,6 +66,28 @@ func (r *Repository) EachResource(ctx context.Context, page keyset.Page, fn func
 			toV, res.ValidTo = database.FormatDate(to), &toV
 		}
 		ok = fn(&res)
+		return nil
+	})
+	return ok, err
+}
+
+// resourceFormats are the formats EachResourceRow asks for resourcesSQL's columns in: the
+// integers and the text as text, whose bytes are their JSON or nearly (a text value is the same
+// bytes in either format); the dates in binary, whose text would depend on the session's
+// DateStyle.
+var resourceFormats = []int16{pgx.TextFormatCode, pgx.TextFormatCode, pgx.TextFormatCode, pgx.TextFormatCode,
+	pgx.TextFormatCode, pgx.BinaryFormatCode, pgx.BinaryFormatCode}
+
+// EachResourceRow reads the dim_resource rows of page ordered by sk_resource, as EachResource
+// does, and hands each to fn as the database sent it: resourcesSQL's columns in resourceFormats,
+// nil for NULL, valid only until fn returns. It returns false when fn refused a row, as
+// EachResource.
+func (r *Repository) EachResourceRow(ctx context.Context, page keyset.Page, fn func(row [][]byte) bool) (bool, error) {
+	ok := true
+	err := r.db.ForEachRawRow(ctx, opResources, resourcesSQL, page.Args(), resourceFormats, func(row [][]byte) error {
+		if ok {
+			ok = fn(row)
+		}
 		return nil
 	})
 	return ok, err

@@ -3,6 +3,7 @@ package resources
 import (
 	"context"
 
+	"github.com/emsanalytics/emsquery/platform/database"
 	"github.com/emsanalytics/emsquery/platform/gqljson"
 	"github.com/emsanalytics/emsquery/platform/keyset"
 )
@@ -48,7 +49,27 @@ func (r *Resolver) Resources(ctx context.Context, limit *int, after *int) ([]*Re
 	// When the selection allows, the JSON is written as the rows are read and gqlgen gets an
 	// empty list to marshal in its place: no row is kept, and no value allocated per field.
 	if l := gqljson.NewList[Resource](ctx); l != nil {
-		complete, err := r.repo.EachResource(ctx, page, l.Add)
+		var (
+			complete bool
+			err      error
+		)
+		if l.Rows() {
+			// Each row's values go from the database's bytes to JSON, without Go values between.
+			var row [][]byte
+			field := func(b []byte, i int) ([]byte, bool) { return appendResourceField(b, row, i) }
+			complete, err = r.repo.EachResourceRow(ctx, page, func(r [][]byte) bool {
+				// A NULL where the decoding path scans into a non-nullable value (the schema's
+				// NOT NULL columns, whether selected or not) fails that path's scan: the answer
+				// must be that failure, not a list written without the column.
+				if len(r) != len(resourceFormats) || r[0] == nil || r[1] == nil || r[2] == nil || r[5] == nil {
+					return false
+				}
+				row = r
+				return l.AddRow(field)
+			})
+		} else {
+			complete, err = r.repo.EachResource(ctx, page, l.Add)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -62,6 +83,30 @@ func (r *Resolver) Resources(ctx context.Context, limit *int, after *int) ([]*Re
 		return nil, err
 	}
 	return pointers(rows), nil
+}
+
+// appendResourceField is the gqljson.FieldFunc of a row of EachResourceRow: it appends the JSON
+// of Resource's struct field i, which is the row's column i (resourcesSQL selects them in the
+// order of the struct), exactly as gqljson writes the Go value EachResource would have decoded.
+func appendResourceField(b []byte, row [][]byte, i int) ([]byte, bool) {
+	if i >= len(row) {
+		return b, false
+	}
+	v := row[i]
+	if v == nil {
+		return b, true
+	}
+	switch i {
+	case 0, 1, 3: // sk_resource, resource_id, station_id: integers as text, the digits strconv.AppendInt writes
+		return append(b, v...), true
+	case 2, 4: // callsign, station
+		return gqljson.AppendString(b, v), true
+	case 5, 6: // valid_from, valid_to
+		b = append(b, '"')
+		b, ok := database.AppendDate(b, v)
+		return append(b, '"'), ok
+	}
+	return b, false
 }
 
 func (r *Resolver) StationResources(ctx context.Context) ([]*StationResources, error) {
