@@ -1,6 +1,10 @@
 package patients
 
 import (
+	"encoding/binary"
+	"math"
+	"time"
+
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
@@ -81,3 +85,25 @@ func formatTimestamp(ts pgtype.Timestamp) string {
 	}
 	return ts.Time.Format(timestampLayout)
 }
+
+// appendTimestamp appends formatTimestamp's spelling of a timestamp in PostgreSQL's binary
+// format (microseconds since 2000-01-01 00:00:00, as pgx reads it), without a string per row.
+// false when raw is not a binary timestamp.
+func appendTimestamp(b []byte, raw []byte) ([]byte, bool) {
+	if len(raw) != 8 {
+		return b, false
+	}
+	us := int64(binary.BigEndian.Uint64(raw))
+	switch us {
+	case math.MaxInt64:
+		return append(b, "infinity"...), true
+	case math.MinInt64:
+		return append(b, "-infinity"...), true
+	}
+	// In seconds and nanoseconds, as pgx: the microseconds since the Unix epoch of the latest
+	// timestamps (294276 AD) do not fit an int64.
+	return time.Unix(y2kUnix+us/1000000, us%1000000*1000).UTC().AppendFormat(b, timestampLayout), true
+}
+
+// y2kUnix is 2000-01-01 00:00:00 UTC in seconds since the Unix epoch.
+const y2kUnix = 946684800

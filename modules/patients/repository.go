@@ -178,6 +178,25 @@ func (r *Repository) EachOxygen(ctx context.Context, page keyset.Page, fn func(*
 	return r.eachOxygen(ctx, oxygensSQL, page.Args(), fn)
 }
 
+// oxygenFormats are the formats EachOxygenRow asks for oxygensSQL's columns in, as
+// patientFormats: the integers and the text as text, the float8 and the timestamp in binary
+// (the timestamp's text would depend on the session's DateStyle).
+var oxygenFormats = []int16{pgx.TextFormatCode, pgx.TextFormatCode, pgx.TextFormatCode, pgx.BinaryFormatCode, pgx.BinaryFormatCode}
+
+// EachOxygenRow reads the fact_oxygen rows of page ordered by sk_oxygen, as EachOxygen does, and
+// hands each to fn as the database sent it, as EachPatientRow does (oxygensSQL's columns in
+// oxygenFormats).
+func (r *Repository) EachOxygenRow(ctx context.Context, page keyset.Page, fn func(row [][]byte) bool) (bool, error) {
+	ok := true
+	err := r.db.ForEachRawRow(ctx, opOxygens, oxygensSQL, page.Args(), oxygenFormats, func(row [][]byte) error {
+		if ok {
+			ok = fn(row)
+		}
+		return nil
+	})
+	return ok, err
+}
+
 // eachOxygen runs q, oxygensSQL or a distinctOxygenSQL (the same columns), and hands each row to
 // fn as EachPatient does. This is the one place fact_oxygen's rows are decoded.
 func (r *Repository) eachOxygen(ctx context.Context, q string, args []any, fn func(*Oxygen) bool) (bool, error) {

@@ -121,7 +121,17 @@ func (r *Resolver) Oxygens(ctx context.Context, distinctFields []string, limit *
 	}
 	if len(cols) == 0 {
 		if l := gqljson.NewList[Oxygen](ctx); l != nil { // as Patients
-			complete, err := r.repo.EachOxygen(ctx, page, l.Add)
+			var complete bool
+			if l.Rows() {
+				var row [][]byte
+				field := func(b []byte, i int) ([]byte, bool) { return appendOxygenField(b, row, i) }
+				complete, err = r.repo.EachOxygenRow(ctx, page, func(r [][]byte) bool {
+					row = r
+					return l.AddRow(field)
+				})
+			} else {
+				complete, err = r.repo.EachOxygen(ctx, page, l.Add)
+			}
 			if err != nil {
 				return nil, err
 			}
@@ -135,6 +145,34 @@ func (r *Resolver) Oxygens(ctx context.Context, distinctFields []string, limit *
 		return nil, err
 	}
 	return pointers(rows), nil
+}
+
+// appendOxygenField is appendPatientField for a row of EachOxygenRow (oxygensSQL selects
+// Oxygen's fields in the order of the struct).
+func appendOxygenField(b []byte, row [][]byte, i int) ([]byte, bool) {
+	if i >= len(row) {
+		return b, false
+	}
+	v := row[i]
+	if v == nil {
+		return b, true
+	}
+	switch i {
+	case 0, 1: // sk_oxygen, record_id: bigint as text
+		return append(b, v...), true
+	case 2: // route
+		return gqljson.AppendString(b, v), true
+	case 3: // flow_rate: float8 in binary
+		if len(v) != 8 {
+			return b, false
+		}
+		return gqljson.AppendFloat(b, math.Float64frombits(binary.BigEndian.Uint64(v)))
+	case 4: // administered_at
+		b = append(b, '"')
+		b, ok := appendTimestamp(b, v)
+		return append(b, '"'), ok
+	}
+	return b, false
 }
 
 // pointers returns pointers into rows: the []*T gqlgen wants, at the cost of one allocation

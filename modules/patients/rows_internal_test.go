@@ -25,3 +25,22 @@ func TestPatientFieldsAreTheColumnsInOrder(t *testing.T) {
 		}
 	}
 }
+
+// appendOxygenField relies on the same for Oxygen and oxygensSQL.
+func TestOxygenFieldsAreTheColumnsInOrder(t *testing.T) {
+	list, _, _ := strings.Cut(strings.TrimPrefix(oxygensSQL, "SELECT "), " FROM ")
+	var cols []string
+	for _, c := range strings.Split(list, ", ") {
+		name, _, _ := strings.Cut(c, "::")
+		cols = append(cols, name)
+	}
+	ot := reflect.TypeFor[Oxygen]()
+	if ot.NumField() != len(cols) || len(oxygenFormats) != len(cols) {
+		t.Fatalf("%d fields, %d columns %v, %d formats", ot.NumField(), len(cols), cols, len(oxygenFormats))
+	}
+	for i, c := range cols {
+		if tag := ot.Field(i).Tag.Get("json"); tag != c {
+			t.Errorf("field %d is %q, column %d is %q", i, tag, i, c)
+		}
+	}
+}
