@@ -8,9 +8,9 @@
 // on (metrics on the Prometheus scrape endpoint and pushed over OTLP every 10 s, a trace for every
 // request over OTLP) and a named key from a keys file (AUTHENTICATION__API_KEYS_FILE, with a rate
 // limit above the load's), and sends a mix of questions at a fixed rate: records_count,
-// distinct_values, unique_counts, station_resources, record_series and record_stats on /graphql
-// and main_report on /serve/graphql, with filters of the comparison operators and of IN and
-// NOT_EQUALS.
+// distinct_values, unique_counts, station_resources, resources, a page of patients and of
+// oxygens, record_series and record_stats on /graphql and main_report and main_report_summary on
+// /serve/graphql, with filters of the comparison operators and of IN and NOT_EQUALS.
 //
 // The answer cache is on (its default). Fixed questions alone would all be answered from memory
 // after their first time, so one request in four is a question with drawn values (a period and
@@ -395,6 +395,12 @@ func mix() []query {
 		q("station_resources", "/graphql", `{ station_resources { station_id station_name resources { resource_id } } }`),
 		q("main_report", "/serve/graphql", `{ main_report(start_date: "2025-05-01", end_date: "2025-05-31", limit: 100, offset: 200,
 			filters: [{column: "degree_of_urgency", operator: EQUALS, value: "A"}]) { total rows { record_id occurred_at station callsign distance transported patient_age oxygen_routes } } }`),
+		q("main_report_summary", "/serve/graphql", `{ main_report_summary(start_date: "2025-06-01", end_date: "2025-08-31",
+			filters: [{column: "transported", operator: EQUALS, value: "true"}]) { records distinct_resources distinct_patients
+			average_distance average_response_time_s transported transported_share by_urgency { value count } by_station { value count } } }`),
+		q("resources", "/graphql", `{ resources { sk_resource resource_id callsign station_id station valid_from valid_to } }`),
+		q("patients page", "/graphql", `{ patients(limit: 500, after: 1000) { sk_patient age date_of_birth gender weight } }`),
+		q("oxygens page", "/graphql", `{ oxygens(limit: 500, after: 2000) { sk_oxygen record_id route flow_rate administered_at } }`),
 		q("record_series", "/graphql", `{ record_series(start_date: "2025-01-01", end_date: "2025-12-31", bucket: MONTH, group_by: "degree_of_urgency",
 			filters: [{column: "degree_of_urgency", operator: IN, values: ["A", "B"]}]) { bucket column value count } }`),
 		q("record_stats", "/graphql", `{ record_stats(start_date: "2025-01-01", end_date: "2025-06-30", measure: "response_time_s", group_by: ["degree_of_urgency"],
