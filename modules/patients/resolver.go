@@ -48,25 +48,16 @@ func (r *Resolver) Patients(ctx context.Context, limit *int, after *int) ([]*Pat
 	// The list can be hundreds of thousands of rows: when the selection allows, its JSON is
 	// written as the rows are read, and gqlgen gets an empty list to marshal in its place.
 	if l := gqljson.NewList[Patient](ctx); l != nil {
-		var (
-			complete bool
-			err      error
-		)
-		if l.Rows() {
-			// Each row's values go from the database's bytes to JSON, without Go values between.
-			var row [][]byte
-			field := func(b []byte, i int) ([]byte, bool) { return appendPatientField(b, row, i) }
-			complete, err = r.repo.EachPatientRow(ctx, page, func(r [][]byte) bool {
-				row = r
-				return l.AddRow(field)
-			})
-		} else {
-			complete, err = r.repo.EachPatient(ctx, page, l.Add)
-		}
+		// Each row's values go from the database's bytes to JSON, without Go values between,
+		// when every selected field allows it.
+		done, err := l.Fill(
+			func(yield func([][]byte) bool) (bool, error) { return r.repo.EachPatientRow(ctx, page, yield) },
+			appendPatientField,
+			func(yield func(*Patient) bool) (bool, error) { return r.repo.EachPatient(ctx, page, yield) })
 		if err != nil {
 			return nil, err
 		}
-		if complete && l.Done() {
+		if done {
 			return []*Patient{}, nil
 		}
 		// A value gqlgen must judge (see gqljson.List.Add): read the list again the usual way.
@@ -78,17 +69,10 @@ func (r *Resolver) Patients(ctx context.Context, limit *int, after *int) ([]*Pat
 	return pointers(rows), nil
 }
 
-// appendPatientField is the gqljson.FieldFunc of a row of EachPatientRow: it appends the JSON of
-// Patient's struct field i, which is the row's column i (patientsSQL selects them in the order
-// of the struct), exactly as gqljson writes the Go value EachPatient would have decoded.
-func appendPatientField(b []byte, row [][]byte, i int) ([]byte, bool) {
-	if i >= len(row) {
-		return b, false
-	}
-	v := row[i]
-	if v == nil {
-		return b, true
-	}
+// appendPatientField writes, for gqljson.List.Fill, column i of a row of EachPatientRow, whose
+// bytes are v (never NULL), as the JSON of Patient's struct field i (patientsSQL selects them in
+// the order of the struct), exactly as gqljson writes the Go value EachPatient would decode.
+func appendPatientField(b []byte, i int, v []byte) ([]byte, bool) {
 	switch i {
 	case 0, 1: // sk_patient, age: bigint and integer as text, the digits strconv.AppendInt writes
 		return append(b, v...), true
@@ -121,21 +105,14 @@ func (r *Resolver) Oxygens(ctx context.Context, distinctFields []string, limit *
 	}
 	if len(cols) == 0 {
 		if l := gqljson.NewList[Oxygen](ctx); l != nil { // as Patients
-			var complete bool
-			if l.Rows() {
-				var row [][]byte
-				field := func(b []byte, i int) ([]byte, bool) { return appendOxygenField(b, row, i) }
-				complete, err = r.repo.EachOxygenRow(ctx, page, func(r [][]byte) bool {
-					row = r
-					return l.AddRow(field)
-				})
-			} else {
-				complete, err = r.repo.EachOxygen(ctx, page, l.Add)
-			}
+			done, err := l.Fill(
+				func(yield func([][]byte) bool) (bool, error) { return r.repo.EachOxygenRow(ctx, page, yield) },
+				appendOxygenField,
+				func(yield func(*Oxygen) bool) (bool, error) { return r.repo.EachOxygen(ctx, page, yield) })
 			if err != nil {
 				return nil, err
 			}
-			if complete && l.Done() {
+			if done {
 				return []*Oxygen{}, nil
 			}
 		}
@@ -149,14 +126,7 @@ func (r *Resolver) Oxygens(ctx context.Context, distinctFields []string, limit *
 
 // appendOxygenField is appendPatientField for a row of EachOxygenRow (oxygensSQL selects
 // Oxygen's fields in the order of the struct).
-func appendOxygenField(b []byte, row [][]byte, i int) ([]byte, bool) {
-	if i >= len(row) {
-		return b, false
-	}
-	v := row[i]
-	if v == nil {
-		return b, true
-	}
+func appendOxygenField(b []byte, i int, v []byte) ([]byte, bool) {
 	switch i {
 	case 0, 1: // sk_oxygen, record_id: bigint as text
 		return append(b, v...), true

@@ -49,31 +49,25 @@ func (r *Resolver) Resources(ctx context.Context, limit *int, after *int) ([]*Re
 	// When the selection allows, the JSON is written as the rows are read and gqlgen gets an
 	// empty list to marshal in its place: no row is kept, and no value allocated per field.
 	if l := gqljson.NewList[Resource](ctx); l != nil {
-		var (
-			complete bool
-			err      error
-		)
-		if l.Rows() {
-			// Each row's values go from the database's bytes to JSON, without Go values between.
-			var row [][]byte
-			field := func(b []byte, i int) ([]byte, bool) { return appendResourceField(b, row, i) }
-			complete, err = r.repo.EachResourceRow(ctx, page, func(r [][]byte) bool {
+		// Each row's values go from the database's bytes to JSON, without Go values between,
+		// when every selected field allows it.
+		rows := func(yield func([][]byte) bool) (bool, error) {
+			return r.repo.EachResourceRow(ctx, page, func(row [][]byte) bool {
 				// A NULL where the decoding path scans into a non-nullable value (the schema's
 				// NOT NULL columns, whether selected or not) fails that path's scan: the answer
 				// must be that failure, not a list written without the column.
-				if len(r) != len(resourceFormats) || r[0] == nil || r[1] == nil || r[2] == nil || r[5] == nil {
+				if len(row) != len(resourceFormats) || row[0] == nil || row[1] == nil || row[2] == nil || row[5] == nil {
 					return false
 				}
-				row = r
-				return l.AddRow(field)
+				return yield(row)
 			})
-		} else {
-			complete, err = r.repo.EachResource(ctx, page, l.Add)
 		}
+		done, err := l.Fill(rows, appendResourceField,
+			func(yield func(*Resource) bool) (bool, error) { return r.repo.EachResource(ctx, page, yield) })
 		if err != nil {
 			return nil, err
 		}
-		if complete && l.Done() {
+		if done {
 			return []*Resource{}, nil
 		}
 		// A value gqlgen must judge (see gqljson.List.Add): read the list again the usual way.
@@ -85,17 +79,10 @@ func (r *Resolver) Resources(ctx context.Context, limit *int, after *int) ([]*Re
 	return pointers(rows), nil
 }
 
-// appendResourceField is the gqljson.FieldFunc of a row of EachResourceRow: it appends the JSON
-// of Resource's struct field i, which is the row's column i (resourcesSQL selects them in the
-// order of the struct), exactly as gqljson writes the Go value EachResource would have decoded.
-func appendResourceField(b []byte, row [][]byte, i int) ([]byte, bool) {
-	if i >= len(row) {
-		return b, false
-	}
-	v := row[i]
-	if v == nil {
-		return b, true
-	}
+// appendResourceField writes, for gqljson.List.Fill, column i of a row of EachResourceRow, whose
+// bytes are v (never NULL), as the JSON of Resource's struct field i (resourcesSQL selects them
+// in the order of the struct), exactly as gqljson writes the Go value EachResource would decode.
+func appendResourceField(b []byte, i int, v []byte) ([]byte, bool) {
 	switch i {
 	case 0, 1, 3: // sk_resource, resource_id, station_id: integers as text, the digits strconv.AppendInt writes
 		return append(b, v...), true

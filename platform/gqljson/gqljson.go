@@ -375,6 +375,41 @@ func (l *List[T]) AddRow(field FieldFunc) bool {
 	return true
 }
 
+// Fill writes the whole list and hands it over (Done): from rows when every selected field is a
+// scalar (Rows), the element's field i from the row's column i (its struct fields and the
+// columns in the same order): a NULL column as null, any other by field, which appends the JSON
+// of column i's bytes v as a FieldFunc would; otherwise from values, element by element (Add).
+// rows and values call their yield for each row or element until it returns false, and report
+// whether they came to the end. done is false (and err nil) when the list could not be written
+// here: a value gqlgen must judge; the resolver then answers the usual way.
+func (l *List[T]) Fill(rows func(yield func(row [][]byte) bool) (bool, error),
+	field func(b []byte, i int, v []byte) ([]byte, bool),
+	values func(yield func(*T) bool) (bool, error)) (done bool, err error) {
+	var complete bool
+	if l.Rows() {
+		var row [][]byte
+		f := func(b []byte, i int) ([]byte, bool) {
+			switch {
+			case i >= len(row):
+				return b, false
+			case row[i] == nil:
+				return b, true // nothing appended: null
+			}
+			return field(b, i, row[i])
+		}
+		complete, err = rows(func(r [][]byte) bool {
+			row = r
+			return l.AddRow(f)
+		})
+	} else {
+		complete, err = values(l.Add)
+	}
+	if err != nil {
+		return false, err
+	}
+	return complete && l.Done(), nil
+}
+
 // Done hands the list's JSON over; false (and nothing handed over) after a refused element.
 func (l *List[T]) Done() bool {
 	if l.bad {
