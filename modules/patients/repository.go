@@ -82,14 +82,7 @@ var patientFormats = []int16{pgx.TextFormatCode, pgx.TextFormatCode, pgx.BinaryF
 // and hands each to fn as the database sent it: patientsSQL's columns in patientFormats, nil for
 // NULL, valid only until fn returns. It returns false when fn refused a row, as EachPatient.
 func (r *Repository) EachPatientRow(ctx context.Context, page keyset.Page, fn func(row [][]byte) bool) (bool, error) {
-	ok := true
-	err := r.db.ForEachRawRow(ctx, opPatients, patientsSQL, page.Args(), patientFormats, func(row [][]byte) error {
-		if ok {
-			ok = fn(row)
-		}
-		return nil
-	})
-	return ok, err
+	return r.db.ForEachRawRow(ctx, opPatients, patientsSQL, page.Args(), patientFormats, fn)
 }
 
 // Patients returns the dim_patient rows of page ordered by sk_patient: EachPatient's rows, the values
@@ -187,14 +180,7 @@ var oxygenFormats = []int16{pgx.TextFormatCode, pgx.TextFormatCode, pgx.TextForm
 // hands each to fn as the database sent it, as EachPatientRow does (oxygensSQL's columns in
 // oxygenFormats).
 func (r *Repository) EachOxygenRow(ctx context.Context, page keyset.Page, fn func(row [][]byte) bool) (bool, error) {
-	ok := true
-	err := r.db.ForEachRawRow(ctx, opOxygens, oxygensSQL, page.Args(), oxygenFormats, func(row [][]byte) error {
-		if ok {
-			ok = fn(row)
-		}
-		return nil
-	})
-	return ok, err
+	return r.db.ForEachRawRow(ctx, opOxygens, oxygensSQL, page.Args(), oxygenFormats, fn)
 }
 
 // eachOxygen runs q, oxygensSQL or a distinctOxygenSQL (the same columns), and hands each row to

@@ -83,14 +83,7 @@ var resourceFormats = []int16{pgx.TextFormatCode, pgx.TextFormatCode, pgx.TextFo
 // nil for NULL, valid only until fn returns. It returns false when fn refused a row, as
 // EachResource.
 func (r *Repository) EachResourceRow(ctx context.Context, page keyset.Page, fn func(row [][]byte) bool) (bool, error) {
-	ok := true
-	err := r.db.ForEachRawRow(ctx, opResources, resourcesSQL, page.Args(), resourceFormats, func(row [][]byte) error {
-		if ok {
-			ok = fn(row)
-		}
-		return nil
-	})
-	return ok, err
+	return r.db.ForEachRawRow(ctx, opResources, resourcesSQL, page.Args(), resourceFormats, fn)
 }
 
 // Resources returns the dim_resource rows of page ordered by sk_resource.

@@ -207,24 +207,27 @@ func (db *DB) ForEachRow(ctx context.Context, op, q string, args []any, dest []a
 // (pgx.TextFormatCode or pgx.BinaryFormatCode), and calls fn with each row's values as the
 // database sent them, nil for NULL: for rows written out as they arrive (a whole table as JSON),
 // where decoding each value into a Go value only to encode it again costs more than the rest of
-// the work. The values are valid only until fn returns. fn's error ends the query as
-// ForEachRow's does.
-func (db *DB) ForEachRawRow(ctx context.Context, op, q string, args []any, formats []int16, fn func(row [][]byte) error) error {
+// the work. The values are valid only until fn returns. When fn returns false no further row is
+// handed on and complete is false (the caller then answers another way).
+func (db *DB) ForEachRawRow(ctx context.Context, op, q string, args []any, formats []int16, fn func(row [][]byte) bool) (complete bool, err error) {
 	called := false
-	return db.run(ctx, op, q, func(conn querier) error {
+	err = db.run(ctx, op, q, func(conn querier) error {
 		rows, err := conn.Query(ctx, q, append([]any{pgx.QueryResultFormats(formats)}, args...)...)
 		if err != nil {
 			return err
 		}
 		defer rows.Close()
+		complete = true
 		for rows.Next() {
 			called = true
-			if err := fn(rows.RawValues()); err != nil {
-				return err
+			if !fn(rows.RawValues()) {
+				complete = false
+				return nil
 			}
 		}
 		return rows.Err()
 	}, func() bool { return called })
+	return complete && err == nil, err
 }
 
 // Ping runs SELECT 1 on a pooled connection.
