@@ -5,7 +5,9 @@ package app_test
 // without the values, after five executions when that plan looks no dearer; for a date range
 // that estimate is badly wrong (issue: heavy aggregates ran twice as slow). auto_explain logs
 // the plan of every statement of the test database; a generic plan shows the parameters ($1)
-// where a custom plan shows the values.
+// where a custom plan shows the values. The few light statements on dimension tables whose plan
+// cannot depend on their values (no filter on the facts) are prepared once per session on
+// purpose (database.PlanOnce, tested in platform/database) and are not among planQueries.
 
 import (
 	"bufio"

@@ -11,11 +11,13 @@ import (
 
 // statement is one SQL statement as the service sent it: its text and its bind parameters in
 // their text form (nil for NULL). Simple is set for a statement sent with the simple protocol
-// (no parameters; the export's COPY).
+// (no parameters; the export's COPY), Prepared for one the service prepared under a name and
+// executes from there (database.PlanOnce).
 type statement struct {
-	SQL    string
-	Params []*string
-	Simple bool
+	SQL      string
+	Params   []*string
+	Simple   bool
+	Prepared bool
 }
 
 // The service's statements are captured from the database's own log: with log_statement=all,
@@ -92,12 +94,13 @@ func statements(entries []logEntry) ([]statement, error) {
 		case strings.HasPrefix(e.text, "statement: "):
 			st = statement{SQL: strings.TrimPrefix(e.text, "statement: "), Simple: true}
 		case strings.HasPrefix(e.text, "execute "):
-			// "execute <name>: <sql>"; a statement name has no ": ".
-			_, sql, ok := strings.Cut(e.text, ": ")
+			// "execute <name>: <sql>"; a statement name has no ": ", an unnamed one is
+			// "<unnamed>".
+			name, sql, ok := strings.Cut(strings.TrimPrefix(e.text, "execute "), ": ")
 			if !ok {
 				return nil, fmt.Errorf("unexpected log entry %q", e.text)
 			}
-			st.SQL = sql
+			st.SQL, st.Prepared = sql, name != "<unnamed>"
 			if i+1 < len(entries) && entries[i+1].pid == e.pid && entries[i+1].level == "DETAIL" {
 				if p, ok := strings.CutPrefix(entries[i+1].text, "parameters: "); ok {
 					params, err := parseParams(p)

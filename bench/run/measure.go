@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/emsanalytics/emsquery/platform/config"
@@ -93,6 +94,10 @@ func pgxRequest(pool *pgxpool.Pool, sts []statement) request {
 	args := make([][]any, len(sts))
 	for i, st := range sts {
 		args[i] = st.args()
+		if st.Prepared {
+			// Prepared as the service prepares it: once per connection, under a name.
+			args[i] = append([]any{pgx.QueryExecModeCacheStatement}, args[i]...)
+		}
 	}
 	return func(ctx context.Context, _ int) (int64, error) {
 		conn, err := pool.Acquire(ctx)

@@ -121,10 +121,11 @@ func (r *Repository) Summary(ctx context.Context, f stats.RecordFilter, parts Su
 	return s, nil
 }
 
-// Stations returns every dim_station row by name.
+// Stations returns every dim_station row by name. No values, so one plan: prepared once per
+// session (database.PlanOnce).
 func (r *Repository) Stations(ctx context.Context) ([]Station, error) {
 	const q = `SELECT station_id, station_name FROM dim_station ORDER BY station_name, station_id`
-	return database.Collect(ctx, r.db, opStations, q, nil, pgx.RowToStructByPos[Station])
+	return database.Collect(ctx, r.db, opStations, q, []any{database.PlanOnce}, pgx.RowToStructByPos[Station])
 }
 
 // The drop-down lists: distinct non-NULL values, ascending by the database's collation.
@@ -136,9 +137,10 @@ const (
 	gendersSQL        = `SELECT DISTINCT gender FROM dim_patient WHERE gender IS NOT NULL ORDER BY 1`
 )
 
-// values runs one of the lists above.
+// values runs one of the lists above. Each has no values, so one plan: it is prepared once per
+// session (database.PlanOnce).
 func (r *Repository) values(ctx context.Context, op, q string) ([]string, error) {
-	return database.Collect(ctx, r.db, op, q, nil, pgx.RowTo[string])
+	return database.Collect(ctx, r.db, op, q, []any{database.PlanOnce}, pgx.RowTo[string])
 }
 
 func (r *Repository) Callsigns(ctx context.Context) ([]string, error) {

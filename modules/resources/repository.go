@@ -31,6 +31,12 @@ WHERE sk_resource > $1
 ORDER BY sk_resource
 LIMIT $2`
 
+// pageArgs are resourcesSQL's arguments for page. Its plan is the primary key's index whatever
+// the page, so it is prepared once per session (database.PlanOnce).
+func pageArgs(page keyset.Page) []any {
+	return append([]any{database.PlanOnce}, page.Args()...)
+}
+
 // EachResource reads the dim_resource rows of page ordered by sk_resource and hands each to fn without
 // keeping it: the Resource and the values its StationID, Station and ValidTo point to are reused
 // for the next row. It returns false when fn refused a row; the rows after it are read but not
@@ -51,7 +57,7 @@ func (r *Repository) EachResource(ctx context.Context, page keyset.Page, fn func
 		ok        = true
 	)
 	dest := []any{&sk, &id, &callsign, &stationID, &station, &from, &to}
-	err := r.db.ForEachRow(ctx, opResources, resourcesSQL, page.Args(), dest, func() error {
+	err := r.db.ForEachRow(ctx, opResources, resourcesSQL, pageArgs(page), dest, func() error {
 		if !ok {
 			return nil
 		}
@@ -83,7 +89,7 @@ var resourceFormats = []int16{pgx.TextFormatCode, pgx.TextFormatCode, pgx.TextFo
 // nil for NULL, valid only until fn returns. It returns false when fn refused a row, as
 // EachResource.
 func (r *Repository) EachResourceRow(ctx context.Context, page keyset.Page, fn func(row [][]byte) bool) (bool, error) {
-	return r.db.ForEachRawRow(ctx, opResources, resourcesSQL, page.Args(), resourceFormats, fn)
+	return r.db.ForEachRawRow(ctx, opResources, resourcesSQL, pageArgs(page), resourceFormats, fn)
 }
 
 // Resources returns the dim_resource rows of page ordered by sk_resource.
@@ -132,7 +138,8 @@ func (r *Repository) EachStationResources(ctx context.Context, fn func(*StationR
 		ok   = true
 	)
 	dest := []any{&id, &name, &ids}
-	err := r.db.ForEachRow(ctx, opStationResources, stationResourcesSQL, nil, dest, func() error {
+	// No values, so one plan: prepared once per session (database.PlanOnce).
+	err := r.db.ForEachRow(ctx, opStationResources, stationResourcesSQL, []any{database.PlanOnce}, dest, func() error {
 		if !ok {
 			return nil
 		}
