@@ -271,18 +271,21 @@ func NewList[T any](ctx context.Context) *List[T] {
 		return nil
 	}
 	l := &List[T]{s: s, enc: enc, nonNull: t.Elem.NonNull, size: s.w.lastSize[fc.Field.Name]}
-	// The flat fields are compiled when a resolver asks for them (Rows): most lists are written
-	// with Add, whose encoder the Writer keeps between requests.
+	// The flat fields are compiled when a resolver asks for them (Rows), and kept between
+	// requests as the encoder is.
 	l.compileFlat = func() []fieldEncoder {
-		def := s.w.schema.Types[t.Elem.NamedType]
-		if t.Elem.Elem != nil || def == nil || def.Kind != ast.Object || reflect.TypeFor[T]().Kind() != reflect.Struct {
-			return nil
-		}
-		fields, ok := compiler{w: s.w, oc: oc}.fields(def, fc.Field.Selections, reflect.TypeFor[T]())
-		if !ok || slices.ContainsFunc(fields, func(f fieldEncoder) bool { return f.enc != nil && !f.scalar }) {
-			return nil
-		}
-		return fields
+		k := compiledKey{field: fc.Field.Field, t: t.Elem, gt: reflect.TypeFor[T](), flat: true}
+		return s.w.keep(oc, fc.Field.Field, fc.Field.Selections, k, func() *compiled {
+			def := s.w.schema.Types[t.Elem.NamedType]
+			if t.Elem.Elem != nil || def == nil || def.Kind != ast.Object || reflect.TypeFor[T]().Kind() != reflect.Struct {
+				return &compiled{}
+			}
+			fields, ok := compiler{w: s.w, oc: oc}.fields(def, fc.Field.Selections, reflect.TypeFor[T]())
+			if !ok || slices.ContainsFunc(fields, func(f fieldEncoder) bool { return f.enc != nil && !f.scalar }) {
+				return &compiled{}
+			}
+			return &compiled{flat: fields}
+		}).flat
 	}
 	room := firstChunk
 	if l.size != nil {
@@ -462,16 +465,20 @@ func stripped(v reflect.Value) (any, bool) {
 // compiledKey names a root field's compiled encoder: the field in its parsed document (gqlgen's
 // cached one, shared by every request with the same query text; the key's pointer keeps that
 // document alive, so its memory is not reused for another while the entry exists), the
-// GraphQL type and the Go type it was compiled for.
+// GraphQL type and the Go type it was compiled for; with flat, the list elements' flat fields
+// (List.Rows) instead.
 type compiledKey struct {
 	field *ast.Field
 	t     *ast.Type
 	gt    reflect.Type
+	flat  bool
 }
 
+// compiled is what was compiled for a compiledKey; shared by the requests, never changed.
 type compiled struct {
-	enc encoder
-	ok  bool
+	enc  encoder
+	ok   bool
+	flat []fieldEncoder // nil: the elements cannot be written from rows
 }
 
 const (
@@ -491,22 +498,30 @@ const (
 // (not merged with another field of the same name) and have no directive, as the variables
 // (@skip, @include, @defer) are the one thing compiling reads from the request.
 func (w *Writer) compile(oc *graphql.OperationContext, field *ast.Field, t *ast.Type, sel ast.SelectionSet, gt reflect.Type) (encoder, bool) {
-	c := compiler{w: w, oc: oc}
+	e := w.keep(oc, field, sel, compiledKey{field: field, t: t, gt: gt}, func() *compiled {
+		enc, ok := compiler{w: w, oc: oc}.value(t, sel, gt)
+		return &compiled{enc: enc, ok: ok}
+	})
+	return e.enc, e.ok
+}
+
+// keep returns what build compiles for root field field, whose selections are sel: the result
+// kept under k when the field's document was seen before, under the conditions compile gives;
+// otherwise it builds it, and keeps it when those hold.
+func (w *Writer) keep(oc *graphql.OperationContext, field *ast.Field, sel ast.SelectionSet, k compiledKey, build func() *compiled) *compiled {
 	if field == nil || len(oc.RawQuery) > maxCompiledQuery || !slices.Equal(sel, field.SelectionSet) || !plain(oc.Doc, sel, 0) {
-		return c.value(t, sel, gt)
+		return build()
 	}
-	k := compiledKey{field: field, t: t, gt: gt}
 	if v, ok := w.compiled.Load(k); ok {
-		e := v.(*compiled)
-		return e.enc, e.ok
+		return v.(*compiled)
 	}
-	enc, ok := c.value(t, sel, gt)
+	e := build()
 	if w.nCompiled.Add(1) > maxCompiled {
 		w.compiled.Clear()
 		w.nCompiled.Store(1)
 	}
-	w.compiled.Store(k, &compiled{enc: enc, ok: ok})
-	return enc, ok
+	w.compiled.Store(k, e)
+	return e
 }
 
 // plain says whether sel, with the fragments it spreads, has no directive: which fields it
