@@ -184,6 +184,53 @@ func TestCacheFreshOnAHotStandby(t *testing.T) {
 	}
 }
 
+// On a primary, what moves the write-ahead log without changing data (VACUUM, a checkpoint, a
+// switch to a new WAL file) leaves the answers in memory: the data version is the snapshot of the
+// writing transactions, not the WAL position. A change after them still shows within the bound.
+// The cluster is the test's own: the snapshot is the whole cluster's, and other tests write to
+// the shared one.
+func TestCacheKeptWhileNothingChanges(t *testing.T) {
+	t.Parallel()
+	db := servicetest.FixtureDBOn(t, pgtest.New(t, pgtest.Options{}))
+	pool := db.Pool(t)
+	ctx := context.Background()
+	// Statistics first, so that autovacuum has no ANALYZE left to do (an ANALYZE writes its
+	// statistics in a transaction of its own, a change like any other).
+	if _, err := pool.Exec(ctx, "VACUUM ANALYZE"); err != nil {
+		t.Fatal(err)
+	}
+	svc := servicetest.Start(t, db, map[string]string{"CACHE__MAX_STALENESS": strconv.FormatFloat(staleness.Seconds(), 'f', -1, 64)})
+	waitCacheLive(t, svc)
+	before := countNow(t, pool, "")
+	keptThen(t, svc, "", before)
+	var walBefore, walAfter string
+	if err := pool.QueryRow(ctx, "SELECT pg_current_wal_insert_lsn()::text").Scan(&walBefore); err != nil {
+		t.Fatal(err)
+	}
+	for _, sql := range []string{"VACUUM fact_record", "CHECKPOINT", "SELECT pg_switch_wal()"} {
+		if _, err := pool.Exec(ctx, sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	if err := pool.QueryRow(ctx, "SELECT pg_current_wal_insert_lsn()::text").Scan(&walAfter); err != nil {
+		t.Fatal(err)
+	}
+	if walAfter == walBefore {
+		t.Fatalf("the WAL position stayed at %s: the test shows nothing", walBefore)
+	}
+	time.Sleep(2 * staleness) // several polls
+	for i := range 3 {
+		r := gql(t, svc, "/graphql", stationCount, nil)
+		if got := countReply(t, r); got != before || r.cacheStatus() != answercache.StatusHit {
+			t.Fatalf("request %d after VACUUM, CHECKPOINT and pg_switch_wal: %d %q; want %d from memory", i+1, got, r.cacheStatus(), before)
+		}
+	}
+	c := changes[0] // an INSERT
+	applyChange(t, pool, c.sql)
+	visible := time.Now()
+	freshWithin(t, svc, c.station, before, countNow(t, pool, c.station), visible, staleness)
+}
+
 // With a bound of an hour, an answer stays in memory after a change (the data version is read
 // every half hour); a NOTIFY on the channel makes the next answer fresh.
 func TestCacheFreshAtOnceAfterNotify(t *testing.T) {

@@ -9,7 +9,8 @@
 // Freshness: every answer is kept under the data version (an epoch, see versions) current when
 // its computation started, and served only while that version is still current. The version
 // comes from database.Watch: a connection of its own to each database host that reads the
-// server's WAL position every CACHE__MAX_STALENESS/2 and listens for NOTIFY on
+// server's data version (the snapshot of its writing transactions on a primary, the replay
+// position on a standby) every CACHE__MAX_STALENESS/2 and listens for NOTIFY on
 // CACHE__NOTIFY_CHANNEL; with several hosts a change on any of them starts a new version, and
 // every host must have been read within the bound (see versions).
 //

@@ -154,15 +154,19 @@ func (db *DB) watchOnce(ctx context.Context, host int, cc *pgx.ConnConfig, chann
 	}
 }
 
-// dataVersion reads where the server's data stands in its write-ahead log: every committed
-// change to any table (INSERT, UPDATE, DELETE, TRUNCATE, ALTER TABLE ... RENAME) moves it, reads
-// never do. On a primary that is the WAL insert position, which moves before a commit becomes
-// visible (also with synchronous_commit off, where the flushed position would lag); on a hot
-// standby it is the replay position, which moves when a change is replayed, that is when it
-// becomes visible there. The poll is measured like the repositories' statements, with a
-// timeout of interval (a slower answer is out of date anyway).
+// dataVersion reads where the server's data stands. On a primary that is its snapshot of the
+// transactions that write (pg_current_snapshot(): the oldest still running, the next to come,
+// those running between): every data change is made by a transaction that has a transaction id
+// (INSERT, UPDATE, DELETE, TRUNCATE, ALTER TABLE ... RENAME), and once it commits it has left
+// the snapshot, so two polls that read the same snapshot saw no commit between them; queries,
+// VACUUM and checkpoints have no transaction id and leave it as it was (the WAL position, which
+// they move, made every one of them look like a change). On a hot standby it is the replay
+// position, which moves when a change is replayed, that is when it becomes visible there. The
+// poll is measured like the repositories' statements, with a timeout of interval (a slower
+// answer is out of date anyway).
 func (db *DB) dataVersion(ctx context.Context, conn *pgx.Conn, timeout time.Duration) (string, error) {
-	const q = `SELECT CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_insert_lsn() END::text`
+	const q = `SELECT CASE WHEN pg_is_in_recovery() THEN 'replayed ' || pg_last_wal_replay_lsn()::text
+	ELSE 'snapshot ' || pg_current_snapshot()::text END`
 	qctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	start := time.Now()
