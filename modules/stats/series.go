@@ -1,8 +1,13 @@
 package stats
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
+	"math"
+	"strconv"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -160,4 +165,109 @@ func (r *Repository) RecordSeries(ctx context.Context, req SeriesRequest, lim Li
 		}
 	}
 	return out, nil
+}
+
+// SeriesRow is one point of record_series as EachSeriesRow hands it over: the JSON values of a
+// SeriesPoint's fields in their order, as text (nil for null), valid only until the callback
+// returns.
+type SeriesRow struct {
+	Bucket []byte // the bucket's label (bucketSpec.label)
+	Column []byte // group_by's column; nil without group_by
+	Value  []byte // the column's value as text; nil for NULL and without group_by
+	Count  []byte // decimal digits
+}
+
+// EachSeriesRow answers req as RecordSeries does, point by point from the database's bytes,
+// without a SeriesPoint or a Go value per point: the counts and values as text, the buckets'
+// starts in binary, each bucket labelled once for all its values. It returns false when fn
+// refused a point, or at a bucket it cannot label as RecordSeries would (an infinite
+// timestamp, which the date range keeps out): the caller then answers with RecordSeries. A
+// refusal by LIMITS__MAX_SERIES_POINTS comes with the first row, before any point is handed
+// over, and is RecordSeries' error.
+func (r *Repository) EachSeriesRow(ctx context.Context, req SeriesRequest, lim Limits, fn func(*SeriesRow) bool) (bool, error) {
+	st, err := buildSeries(req, lim)
+	if err != nil {
+		return false, err
+	}
+	bucketFormat := int16(pgx.BinaryFormatCode) // a timestamp
+	if st.bucket.cyclic() {
+		bucketFormat = pgx.TextFormatCode // an integer
+	}
+	formats, bucketCol := []int16{bucketFormat, pgx.TextFormatCode}, 0
+	var row SeriesRow
+	if st.group != nil {
+		formats, bucketCol = []int16{pgx.TextFormatCode, bucketFormat, pgx.TextFormatCode, pgx.TextFormatCode}, 1
+		row.Column = []byte(st.group.Name)
+	}
+	var (
+		stop    error  // why the rows were not all read
+		checked bool   // the number of values was checked against the limit
+		bucket  []byte // the bytes row.Bucket labels
+	)
+	complete, err := r.db.ForEachRawRow(ctx, opRecordSeries, st.sql, st.args, formats, func(raw [][]byte) bool {
+		if len(raw) != len(formats) {
+			stop = fmt.Errorf("record series: %d columns, want %d", len(raw), len(formats))
+			return false
+		}
+		if st.group != nil {
+			if !checked {
+				checked = true
+				values, err := strconv.ParseInt(string(raw[0]), 10, 64)
+				if err != nil {
+					stop = fmt.Errorf("record series: values %q: %w", raw[0], err)
+					return false
+				}
+				if err := lim.checkSeriesPoints(values*st.buckets, fmt.Sprintf("%d %s buckets times %d values of %s", st.buckets, st.bucket.b, values, st.group.Name)); err != nil {
+					stop = err
+					return false
+				}
+			}
+			if raw[3] == nil { // no value at all
+				return true
+			}
+			row.Value, row.Count = raw[2], raw[3]
+		} else {
+			row.Count = raw[1]
+		}
+		if b := raw[bucketCol]; row.Bucket == nil || !bytes.Equal(b, bucket) {
+			label, ok, err := st.bucket.rawLabel(b)
+			if err != nil {
+				stop = err
+			}
+			if !ok {
+				return false
+			}
+			row.Bucket, bucket = []byte(label), append(bucket[:0], b...)
+		}
+		return fn(&row)
+	})
+	if stop != nil {
+		return false, stop
+	}
+	return complete, err
+}
+
+// microsecondsToY2K is the Unix time of PostgreSQL's epoch, 2000-01-01 00:00:00, in microseconds.
+const microsecondsToY2K = 946684800 * 1000000
+
+// rawLabel is labelOf for a bucket as the database sent it: a calendar bucket's start as a
+// binary timestamp (microseconds since 2000-01-01, as pgx decodes it), a cyclic bucket's number
+// as text. false for an infinite timestamp, which pgx does not decode to a time.
+func (s bucketSpec) rawLabel(b []byte) (string, bool, error) {
+	if s.cyclic() {
+		n, err := strconv.ParseInt(string(b), 10, 32)
+		if err != nil {
+			return "", false, fmt.Errorf("record series: bucket %q: %w", b, err)
+		}
+		return s.label(time.Time{}, int32(n)), true, nil
+	}
+	if len(b) != 8 {
+		return "", false, fmt.Errorf("record series: a bucket of %d bytes, want a timestamp's 8", len(b))
+	}
+	us := int64(binary.BigEndian.Uint64(b))
+	if us == math.MaxInt64 || us == math.MinInt64 {
+		return "", false, nil
+	}
+	t := time.Unix(microsecondsToY2K/1000000+us/1000000, (microsecondsToY2K%1000000+us%1000000)*1000).UTC()
+	return s.label(t, 0), true, nil
 }
