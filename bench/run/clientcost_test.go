@@ -11,14 +11,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/valyala/fasthttp"
+
 	"github.com/emsanalytics/emsquery/internal/pgtest"
 )
 
 // TestClientCost measures what the HTTP client of the driver costs per request: the same
-// service, the same requests one at a time (c=1), sent by Go's net/http client and by the
-// benchmark's serviceClient (httpclient.go: fasthttp's HostClient), in alternating slices. For
-// each it reports the rate, the median, the driver's own processor time per request and the
-// service's. It takes a minute and a PostgreSQL cluster, so it runs only when asked:
+// service, the same requests one at a time (c=1), sent by Go's net/http client, by fasthttp's
+// HostClient and by rawClient (httpclient.go), in alternating slices. For each it reports the
+// rate, the median, the driver's own processor time per request and the service's. It takes a
+// minute and a PostgreSQL cluster, so it runs only when asked:
 //
 //	BENCH_CLIENT_COST=1 go test -run TestClientCost -v -count=1 ./bench/run
 func TestClientCost(t *testing.T) {
@@ -63,7 +65,8 @@ func TestClientCost(t *testing.T) {
 		{"resources", http.MethodPost, res.Path, res.body()},
 		{"patients", http.MethodPost, pat.Path, pat.body()}, // 9,091 rows, a large body
 	}
-	rc := newServiceClient(host)
+	hc := &fasthttp.HostClient{Addr: host, MaxConns: 16, MaxResponseBodySize: 1 << 30}
+	rc := &rawClient{addr: host}
 	defer rc.close()
 	clients := []struct {
 		name string
@@ -92,10 +95,31 @@ func TestClientCost(t *testing.T) {
 				return io.Copy(io.Discard, resp.Body)
 			}
 		}},
-		{"bench (fasthttp)", func(tg target) request {
-			rr := newClientRequest(host, tg.method, tg.path, tg.body, "Content-Type", "application/json", "x-api-key", svc.key)
+		{"fasthttp", func(tg target) request {
 			return func(ctx context.Context, _ int) (int64, error) {
-				resp, n, err := rc.do(ctx, rr, io.Discard)
+				req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+				defer fasthttp.ReleaseRequest(req)
+				defer fasthttp.ReleaseResponse(resp)
+				req.SetRequestURI(svc.url + tg.path)
+				req.Header.SetMethod(tg.method)
+				req.Header.SetContentType("application/json")
+				req.Header.Set("x-api-key", svc.key)
+				if tg.body != nil {
+					req.SetBodyRaw(tg.body)
+				}
+				if err := hc.Do(req, resp); err != nil {
+					return 0, err
+				}
+				if resp.StatusCode() != http.StatusOK {
+					return 0, fmt.Errorf("%d", resp.StatusCode())
+				}
+				return int64(len(resp.Body())), nil
+			}
+		}},
+		{"raw", func(tg target) request {
+			rr := newRawRequest(host, tg.method, tg.path, tg.body, "Content-Type", "application/json", "x-api-key", svc.key)
+			return func(ctx context.Context, w int) (int64, error) {
+				resp, n, err := rc.do(ctx, w, rr, io.Discard)
 				if err == nil && resp.status != http.StatusOK {
 					err = fmt.Errorf("%d", resp.status)
 				}

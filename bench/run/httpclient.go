@@ -1,62 +1,62 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
-	"net/http"
+	"net"
+	"strconv"
+	"sync"
 	"time"
-
-	"github.com/valyala/fasthttp"
 )
 
-// serviceClient is the service side's HTTP client in the measured loops: fasthttp's HostClient, with
-// keep-alive connections reused by the workers, each request's bytes written in one write, and
-// every response read to its last byte; a body larger than bodyInMemory (a whole table, the
-// export's stream) is copied to the caller's writer as it arrives instead of being held. Go's
-// net/http client cost the driver, on the same two processors as the service, 0.06 ms of
-// processor time and 0.05 to 0.08 ms of latency per request more than fasthttp's
-// (TestClientCost; docs/benchmarks.md, "How it measures"): at concurrency 1 a sixth of a light
-// request's time, and none of it the service's.
-type serviceClient struct {
-	hc *fasthttp.HostClient
+// rawClient is the service side's HTTP client in the measured loops: one keep-alive HTTP/1.1
+// connection per worker, each request's bytes built once and written in one write, the
+// response parsed as it arrives (status line, headers, a body by Content-Length or chunked) and
+// read to its last byte. It is to HTTP what the hand-written baseline's raw pgconn connection is
+// to PostgreSQL: the least a client can do and still read the whole answer. Go's net/http
+// client cost the driver, on the same two processors as the service, 0.06 ms of processor time
+// and 0.05 to 0.08 ms of latency per request more (TestClientCost; docs/benchmarks.md, "How it
+// measures"): at concurrency 1 a sixth of a light request's time, and none of it the service's.
+// fasthttp's HostClient, tried in its place in session 5 with large bodies streamed, cost 0.01 to
+// 0.03 ms more per light request than this client, enough to move one station's records_count
+// from 0.52-0.55 of the hand-written SQL to 0.48 in a full run: that is why this one stays.
+type rawClient struct {
+	addr  string
+	mu    sync.Mutex
+	conns []*rawConn // by worker
 }
 
-// bodyInMemory is the largest response body the client reads into memory; a larger one is
-// streamed to the caller's writer.
-const bodyInMemory = 64 << 10
-
-func newServiceClient(addr string) *serviceClient {
-	return &serviceClient{hc: &fasthttp.HostClient{
-		Addr:                     addr,
-		MaxConns:                 1024,
-		ReadBufferSize:           64 << 10,
-		StreamResponseBody:       true,
-		MaxResponseBodySize:      bodyInMemory,
-		NoDefaultUserAgentHeader: true,
-	}}
+type rawConn struct {
+	c       net.Conn
+	br      *bufio.Reader
+	unwatch func() bool // stops the context watch of conn
 }
 
-// clientRequest is one request, built once and copied for each send.
-type clientRequest struct{ r *fasthttp.Request }
+// rawRequest is one request's bytes, as the client sends them.
+type rawRequest []byte
 
-// newClientRequest builds a request to the service at host: method, path with its query string,
-// the headers given (name, value, ...) and the body (nil: none).
-func newClientRequest(host, method, target string, body []byte, headers ...string) clientRequest {
-	r := &fasthttp.Request{}
-	r.SetRequestURI("http://" + host + target)
-	r.Header.SetMethod(method)
+// newRawRequest builds the bytes of a request to the service: method, path with its query
+// string, the headers given (name, value, ...) and the body.
+func newRawRequest(host, method, target string, body []byte, headers ...string) rawRequest {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "%s %s HTTP/1.1\r\nHost: %s\r\n", method, target, host)
 	for i := 0; i+1 < len(headers); i += 2 {
-		r.Header.Set(headers[i], headers[i+1])
+		fmt.Fprintf(&b, "%s: %s\r\n", headers[i], headers[i+1])
 	}
 	if body != nil {
-		r.SetBody(body)
+		fmt.Fprintf(&b, "Content-Length: %d\r\n", len(body))
 	}
-	return clientRequest{r: r}
+	b.WriteString("\r\n")
+	b.Write(body)
+	return b.Bytes()
 }
 
-// clientResponse is what do saw of a response besides its body.
-type clientResponse struct {
+// rawResponse is what do saw of a response besides its body.
+type rawResponse struct {
 	status      int
 	cacheStatus []byte // the Cache-Status header's value
 	hasCache    bool
@@ -74,59 +74,184 @@ func (h *headWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// countingWriter counts what it passes on.
-type countingWriter struct {
-	w io.Writer
-	n int64
-}
+var errMalformed = errors.New("malformed HTTP response")
 
-func (c *countingWriter) Write(p []byte) (int, error) {
-	n, err := c.w.Write(p)
-	c.n += int64(n)
-	return n, err
-}
-
-// do sends req and reads the response: its body is copied to body (bytes read are returned).
-// ctx is checked before sending; its deadline, or clientTimeout, bounds the exchange. The
-// connections are the client's, shared by the workers.
-func (c *serviceClient) do(ctx context.Context, req clientRequest, body io.Writer) (clientResponse, int64, error) {
+// do sends req on worker's connection (dialled on first use, again after an error) and reads
+// the response: its body is copied to body (bytes read are returned). ctx is checked before
+// sending; a connection's reads end when the context it was dialled with ends.
+func (c *rawClient) do(ctx context.Context, worker int, req rawRequest, body io.Writer) (rawResponse, int64, error) {
 	if err := ctx.Err(); err != nil {
-		return clientResponse{}, 0, err
+		return rawResponse{}, 0, err
 	}
-	r, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
-	defer fasthttp.ReleaseRequest(r)
-	defer fasthttp.ReleaseResponse(resp)
-	req.r.CopyTo(r)
-	deadline, ok := ctx.Deadline()
-	if !ok {
-		deadline = time.Now().Add(clientTimeout)
+	cn, err := c.conn(ctx, worker)
+	if err != nil {
+		return rawResponse{}, 0, err
 	}
-	if err := c.hc.DoDeadline(r, resp, deadline); err != nil {
-		return clientResponse{}, 0, err
+	resp, n, keep, err := cn.roundTrip(req, body)
+	if err != nil || !keep {
+		c.drop(worker, cn)
 	}
-	out := clientResponse{status: resp.StatusCode()}
-	if v := resp.Header.Peek(headerCacheStatus); v != nil {
-		out.cacheStatus, out.hasCache = append([]byte(nil), v...), true
+	return resp, n, err
+}
+
+func (c *rawClient) conn(ctx context.Context, worker int) (*rawConn, error) {
+	c.mu.Lock()
+	if worker < len(c.conns) && c.conns[worker] != nil {
+		cn := c.conns[worker]
+		c.mu.Unlock()
+		return cn, nil
 	}
-	var hw *headWriter
-	if out.status != http.StatusOK {
-		hw = &headWriter{}
+	c.mu.Unlock()
+	nc, err := (&net.Dialer{Timeout: 5 * time.Second}).DialContext(ctx, "tcp", c.addr)
+	if err != nil {
+		return nil, err
+	}
+	unwatch := context.AfterFunc(ctx, func() { _ = nc.SetDeadline(time.Unix(1, 0)) })
+	cn := &rawConn{c: nc, br: bufio.NewReaderSize(nc, 64<<10), unwatch: unwatch}
+	c.mu.Lock()
+	for len(c.conns) <= worker {
+		c.conns = append(c.conns, nil)
+	}
+	c.conns[worker] = cn
+	c.mu.Unlock()
+	return cn, nil
+}
+
+func (c *rawClient) drop(worker int, cn *rawConn) {
+	cn.unwatch()
+	_ = cn.c.Close()
+	c.mu.Lock()
+	if worker < len(c.conns) && c.conns[worker] == cn {
+		c.conns[worker] = nil
+	}
+	c.mu.Unlock()
+}
+
+// close closes every connection.
+func (c *rawClient) close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, cn := range c.conns {
+		if cn != nil {
+			cn.unwatch()
+			_ = cn.c.Close()
+			c.conns[i] = nil
+		}
+	}
+}
+
+// roundTrip writes req and reads its response; keep is false when the connection cannot carry
+// another request.
+func (cn *rawConn) roundTrip(req rawRequest, body io.Writer) (resp rawResponse, n int64, keep bool, err error) {
+	if _, err = cn.c.Write(req); err != nil {
+		return resp, 0, false, err
+	}
+	line, err := cn.line()
+	if err != nil {
+		return resp, 0, false, err
+	}
+	// "HTTP/1.1 200 OK"
+	if len(line) < 12 || !bytes.HasPrefix(line, []byte("HTTP/1.")) || line[8] != ' ' {
+		return resp, 0, false, fmt.Errorf("%w: %q", errMalformed, line)
+	}
+	if resp.status, err = strconv.Atoi(string(line[9:12])); err != nil {
+		return resp, 0, false, fmt.Errorf("%w: %q", errMalformed, line)
+	}
+	length, chunked := int64(-1), false
+	keep = true
+	for {
+		h, err := cn.line()
+		if err != nil {
+			return resp, 0, false, err
+		}
+		if len(h) == 0 {
+			break
+		}
+		colon := bytes.IndexByte(h, ':')
+		if colon < 0 {
+			return resp, 0, false, fmt.Errorf("%w: header %q", errMalformed, h)
+		}
+		name, value := h[:colon], bytes.TrimSpace(h[colon+1:])
+		switch {
+		case bytes.EqualFold(name, []byte("Content-Length")):
+			if length, err = strconv.ParseInt(string(value), 10, 64); err != nil || length < 0 {
+				return resp, 0, false, fmt.Errorf("%w: Content-Length %q", errMalformed, value)
+			}
+		case bytes.EqualFold(name, []byte("Transfer-Encoding")):
+			chunked = bytes.EqualFold(value, []byte("chunked"))
+		case bytes.EqualFold(name, []byte("Connection")):
+			keep = keep && !bytes.EqualFold(value, []byte("close"))
+		case bytes.EqualFold(name, []byte(headerCacheStatus)):
+			// The value is copied: the reader's buffer is reused by the body.
+			resp.cacheStatus, resp.hasCache = append(resp.cacheStatus[:0], value...), true
+		}
+	}
+	if resp.status != 200 {
+		hw := &headWriter{}
 		body = hw
+		defer func() { resp.errBody = hw.b }()
 	}
-	cw := &countingWriter{w: body}
-	err := resp.BodyWriteTo(cw)
-	if hw != nil {
-		out.errBody = hw.b
+	switch {
+	case chunked:
+		n, err = cn.chunked(body)
+	case length >= 0:
+		n, err = io.CopyN(body, cn.br, length)
+	default:
+		// Until the server closes the connection.
+		n, err = io.Copy(body, cn.br)
+		keep = false
 	}
 	if err != nil {
-		return out, cw.n, fmt.Errorf("read the response body: %w", err)
+		return resp, n, false, err
 	}
-	return out, cw.n, nil
+	return resp, n, keep, nil
 }
 
-// close closes the idle connections.
-func (c *serviceClient) close() { c.hc.CloseIdleConnections() }
+// line reads one CRLF-ended line, without the CRLF; it is valid until the next read.
+func (cn *rawConn) line() ([]byte, error) {
+	l, err := cn.br.ReadSlice('\n')
+	if err != nil {
+		if errors.Is(err, bufio.ErrBufferFull) {
+			return nil, fmt.Errorf("%w: line too long", errMalformed)
+		}
+		return nil, err
+	}
+	return bytes.TrimSuffix(l[:len(l)-1], []byte("\r")), nil
+}
 
-// clientTimeout bounds a request sent without a deadline in its context: far beyond any
-// measured request, it only keeps a stuck connection from holding a worker for good.
-const clientTimeout = 30 * time.Minute
+// chunked reads a chunked body into body, and its trailers.
+func (cn *rawConn) chunked(body io.Writer) (int64, error) {
+	var n int64
+	for {
+		l, err := cn.line()
+		if err != nil {
+			return n, err
+		}
+		if i := bytes.IndexByte(l, ';'); i >= 0 {
+			l = l[:i]
+		}
+		size, err := strconv.ParseInt(string(bytes.TrimSpace(l)), 16, 64)
+		if err != nil || size < 0 {
+			return n, fmt.Errorf("%w: chunk size %q", errMalformed, l)
+		}
+		if size == 0 {
+			for {
+				t, err := cn.line()
+				if err != nil {
+					return n, err
+				}
+				if len(t) == 0 {
+					return n, nil
+				}
+			}
+		}
+		m, err := io.CopyN(body, cn.br, size)
+		n += m
+		if err != nil {
+			return n, err
+		}
+		if l, err := cn.line(); err != nil || len(l) != 0 {
+			return n, fmt.Errorf("%w: no CRLF after a chunk", errMalformed)
+		}
+	}
+}

@@ -60,20 +60,20 @@ func (s *service) newRequest(ctx context.Context, w workload) (*http.Request, er
 }
 
 // serviceRequest is the service side of a measurement: the workload's HTTP request, sent by the
-// service client (httpclient.go: fasthttp's HostClient) on a keep-alive connection, the response
-// read to the end, its status checked (the content was checked once, by capture) and its Cache-Status
+// lean client (httpclient.go) on the worker's keep-alive connection, the response read to the
+// end, its status checked (the content was checked once, by capture) and its Cache-Status
 // counted in tally.
 func (s *service) serviceRequest(w workload, tally *cacheTally) request {
-	var req clientRequest
+	var req rawRequest
 	if w.isExport() {
-		req = newClientRequest(s.host, http.MethodGet, exportPath+"?"+w.Export, nil,
+		req = newRawRequest(s.host, http.MethodGet, exportPath+"?"+w.Export, nil,
 			"SERVICE-X-API-KEY", s.key, "x-api-key", s.key)
 	} else {
-		req = newClientRequest(s.host, http.MethodPost, w.Path, w.body(),
+		req = newRawRequest(s.host, http.MethodPost, w.Path, w.body(),
 			"Content-Type", "application/json", "x-api-key", s.key)
 	}
-	return func(ctx context.Context, _ int) (int64, error) {
-		resp, n, err := s.rc.do(ctx, req, io.Discard)
+	return func(ctx context.Context, worker int) (int64, error) {
+		resp, n, err := s.rc.do(ctx, worker, req, io.Discard)
 		if err != nil {
 			return n, err
 		}

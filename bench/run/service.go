@@ -47,9 +47,9 @@ type dbTarget struct {
 type service struct {
 	cmd   *exec.Cmd
 	url   string
-	host  string         // host:port of url
-	rc    *serviceClient // the measured requests' client (httpclient.go)
-	pprof string         // the profiling listener's URL, with -profile
+	host  string     // host:port of url
+	rc    *rawClient // the measured requests' client (httpclient.go)
+	pprof string     // the profiling listener's URL, with -profile
 	key   string
 	log   *bytes.Buffer
 	done  chan struct{}
@@ -97,7 +97,7 @@ func startService(bin, workDir string, db dbTarget, records int, cache, profilin
 		return nil, err
 	}
 	host := "127.0.0.1:" + strconv.Itoa(port)
-	s := &service{cmd: cmd, url: "http://" + host, host: host, rc: newServiceClient(host), pprof: pprofURL, key: apiKey, log: &logBuf, done: make(chan struct{})}
+	s := &service{cmd: cmd, url: "http://" + host, host: host, rc: &rawClient{addr: host}, pprof: pprofURL, key: apiKey, log: &logBuf, done: make(chan struct{})}
 	go func() { _ = cmd.Wait(); close(s.done) }()
 	for deadline := time.Now().Add(20 * time.Second); ; {
 		resp, err := http.Get(s.url + "/v1/healthz")
