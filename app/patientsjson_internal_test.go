@@ -5,19 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
 	"testing"
-	"time"
-
-	"go.opentelemetry.io/otel/metric/noop"
-	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/emsanalytics/emsquery/app/gqlpublic"
+	"github.com/emsanalytics/emsquery/internal/dbtest"
 	"github.com/emsanalytics/emsquery/internal/servicetest"
 	"github.com/emsanalytics/emsquery/modules/patients"
-	"github.com/emsanalytics/emsquery/platform/config"
-	"github.com/emsanalytics/emsquery/platform/database"
 )
 
 // realPatients answers patients with the module's resolver on a real database, the rest with
@@ -88,7 +81,7 @@ func TestDirectJSONPatientsFromDatabaseMatchGqlgen(t *testing.T) {
 			t.Fatalf("%v\n%s", err, q)
 		}
 	}
-	db := realDB(t, fixture)
+	db := dbtest.Open(t, fixture)
 	es := gqlpublic.NewExecutableSchema(gqlpublic.Config{Resolvers: realPatients{&fakePublic{}, patients.NewResolver(patients.NewRepository(db), 1000)}})
 	queries := []string{
 		`{ patients { sk_patient age date_of_birth gender weight } }`,
@@ -123,21 +116,4 @@ func TestDirectJSONPatientsFromDatabaseMatchGqlgen(t *testing.T) {
 			t.Errorf("%s: a NaN: want gqlgen's error, got %.300s", q, b)
 		}
 	}
-}
-
-// realDB opens the service's database pool on fixture, as the service would, closed at the
-// end of the test.
-func realDB(t *testing.T, fixture servicetest.DB) *database.DB {
-	t.Helper()
-	db, cleanup, err := database.Open(config.Database{
-		Hosts: config.Hosts{fixture.Host}, Ports: config.Ports{config.Port(fixture.Port)}, Name: fixture.Name, Username: fixture.User,
-		Password: config.Secret(fixture.Password), Schema: "public", PoolSize: 1, MaxOverflow: 1,
-		PoolTimeout: config.Seconds(30 * time.Second), PoolRecycle: config.Seconds(time.Hour),
-	}, config.Limits{StatementTimeout: config.Seconds(30 * time.Second), ExportTimeout: config.Seconds(time.Minute)},
-		slog.New(slog.NewTextHandler(io.Discard, nil)), noop.NewMeterProvider(), tracenoop.NewTracerProvider())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cleanup)
-	return db
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/emsanalytics/emsquery/app/gqlpublic"
+	"github.com/emsanalytics/emsquery/internal/dbtest"
 	"github.com/emsanalytics/emsquery/internal/servicetest"
 	"github.com/emsanalytics/emsquery/modules/resources"
 )
@@ -58,7 +59,7 @@ func TestDirectJSONResourcesFromDatabaseMatchGqlgen(t *testing.T) {
 			t.Fatalf("%v\n%s", err, q)
 		}
 	}
-	db := realDB(t, fixture)
+	db := dbtest.Open(t, fixture)
 	es := gqlpublic.NewExecutableSchema(gqlpublic.Config{Resolvers: realResources{&fakePublic{}, resources.NewResolver(resources.NewRepository(db), 1000)}})
 	queries := []string{
 		`{ resources { sk_resource resource_id callsign station_id station valid_from valid_to } }`,

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/emsanalytics/emsquery/app/gqlpublic"
+	"github.com/emsanalytics/emsquery/internal/dbtest"
 	"github.com/emsanalytics/emsquery/internal/servicetest"
 	"github.com/emsanalytics/emsquery/modules/stats"
 )
@@ -50,7 +51,7 @@ func TestDirectJSONSeriesFromDatabaseMatchGqlgen(t *testing.T) {
 			t.Fatalf("%v\n%s", err, q)
 		}
 	}
-	db := realDB(t, fixture)
+	db := dbtest.Open(t, fixture)
 	lim := stats.Limits{Columns: 10, Filters: 10, FilterValues: 100, PageSize: 1000, SeriesPoints: 5000}
 	es := gqlpublic.NewExecutableSchema(gqlpublic.Config{Resolvers: realSeries{&fakePublic{}, stats.NewResolver(stats.NewRepository(db), lim)}})
 	var queries []string

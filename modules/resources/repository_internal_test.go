@@ -3,17 +3,10 @@ package resources
 import (
 	"context"
 	"encoding/json"
-	"io"
-	"log/slog"
 	"testing"
-	"time"
 
-	"go.opentelemetry.io/otel/metric/noop"
-	tracenoop "go.opentelemetry.io/otel/trace/noop"
-
+	"github.com/emsanalytics/emsquery/internal/dbtest"
 	"github.com/emsanalytics/emsquery/internal/servicetest"
-	"github.com/emsanalytics/emsquery/platform/config"
-	"github.com/emsanalytics/emsquery/platform/database"
 	"github.com/emsanalytics/emsquery/platform/keyset"
 )
 
@@ -22,16 +15,7 @@ import (
 // values for the next row.
 func TestKeptListsAreWhatWasHandedOn(t *testing.T) {
 	fixture := servicetest.FixtureDB(t)
-	db, cleanup, err := database.Open(config.Database{
-		Hosts: config.Hosts{fixture.Host}, Ports: config.Ports{config.Port(fixture.Port)}, Name: fixture.Name, Username: fixture.User,
-		Password: config.Secret(fixture.Password), Schema: "public", PoolSize: 1, MaxOverflow: 1,
-		PoolTimeout: config.Seconds(30 * time.Second), PoolRecycle: config.Seconds(time.Hour),
-	}, config.Limits{StatementTimeout: config.Seconds(30 * time.Second), ExportTimeout: config.Seconds(time.Minute)},
-		slog.New(slog.NewTextHandler(io.Discard, nil)), noop.NewMeterProvider(), tracenoop.NewTracerProvider())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cleanup()
+	db := dbtest.Open(t, fixture)
 	repo := NewRepository(db)
 	ctx := context.Background()
 	// JSON of every row at the moment it was handed on.

@@ -115,6 +115,12 @@ func buildSeries(req SeriesRequest, lim Limits) (seriesStatement, error) {
 	return st, nil
 }
 
+// checkValues refuses a grouped answer whose values of the group_by column, each with a point
+// per bucket, exceed LIMITS__MAX_SERIES_POINTS.
+func (st seriesStatement) checkValues(lim Limits, values int64) error {
+	return lim.checkSeriesPoints(values*st.buckets, fmt.Sprintf("%d %s buckets times %d values of %s", st.buckets, st.bucket.b, values, st.group.Name))
+}
+
 // RecordSeries counts the records req selects per bucket (and value of req.GroupBy), every
 // bucket present, in one statement.
 func (r *Repository) RecordSeries(ctx context.Context, req SeriesRequest, lim Limits) ([]*SeriesPoint, error) {
@@ -155,7 +161,7 @@ func (r *Repository) RecordSeries(ctx context.Context, req SeriesRequest, lim Li
 	if err != nil {
 		return nil, err
 	}
-	if err := lim.checkSeriesPoints(values*st.buckets, fmt.Sprintf("%d %s buckets times %d values of %s", st.buckets, st.bucket.b, values, name)); err != nil {
+	if err := st.checkValues(lim, values); err != nil {
 		return nil, err
 	}
 	out := points[:0]
@@ -217,7 +223,7 @@ func (r *Repository) EachSeriesRow(ctx context.Context, req SeriesRequest, lim L
 					stop = fmt.Errorf("record series: values %q: %w", raw[0], err)
 					return false
 				}
-				if err := lim.checkSeriesPoints(values*st.buckets, fmt.Sprintf("%d %s buckets times %d values of %s", st.buckets, st.bucket.b, values, st.group.Name)); err != nil {
+				if err := st.checkValues(lim, values); err != nil {
 					stop = err
 					return false
 				}
