@@ -62,8 +62,10 @@ func (c *Cluster) StartPgBouncer(settings ...string) (*PgBouncer, error) {
 	if err != nil {
 		return nil, err
 	}
-	dir := filepath.Join(c.dir, "pgbouncer-"+strconv.Itoa(port))
-	if err := os.Mkdir(dir, 0o700); err != nil {
+	// A folder of its own, not one named by the port: a later PgBouncer of the same cluster may
+	// be given the port of one stopped before it, whose folder is still there.
+	dir, err := os.MkdirTemp(c.dir, "pgbouncer-")
+	if err != nil {
 		return nil, err
 	}
 	if err := c.chown(dir); err != nil {
