@@ -111,7 +111,8 @@ func initService(cfg *config.Config, svc telemetry.Service) (*app.Server, func()
 		return nil, nil, err
 	}
 	exporter, cleanup7 := reports.NewExporter(db, logger, statsLimits)
-	exportHandler := reports.NewExportHandler(exporter, logger)
+	exportSlots := reports.NewExportSlots(limits, configDatabase, logger)
+	exportHandler := reports.NewExportHandler(exporter, exportSlots, logger)
 	server := app.NewServer(configApp, limits, security, logger, db, checker, graphQLEndpoints, answercacheCache, meterProvider, tracerProvider, exportHandler)
 	return server, func() {
 		cleanup7()

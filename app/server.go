@@ -78,12 +78,15 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	s.log.Info("listening", "address", "http://"+ln.Addr().String()+string(s.cfg.RootPath),
 		"read_timeout", s.cfg.ReadTimeout.Duration().String(), "idle_timeout", s.cfg.IdleTimeout.Duration().String(),
-		"max_connections", int(s.cfg.MaxConnections))
+		"max_connections", int(s.cfg.MaxConnections), "max_connections_per_client", int(s.cfg.MaxConnectionsPerClient),
+		"write_timeout", s.cfg.WriteTimeout.Duration().String())
 	served := make(chan error, 1)
-	// At most APP__MAX_CONNECTIONS connections are open; they close gracefully for a client
-	// still sending (a body over the limit), and count until their socket is closed.
-	limited := connlimit.New(ln, int(s.cfg.MaxConnections), s.log)
-	go func() { served <- s.fiber.Listener(httpbridge.Lingering(limited)) }()
+	// At most APP__MAX_CONNECTIONS connections are open, APP__MAX_CONNECTIONS_PER_CLIENT of them
+	// from one address; they close gracefully for a client still sending (a body over the
+	// limit), and count until their socket is closed. A response its client takes no byte of
+	// for APP__WRITE_TIMEOUT is abandoned and its connection reset.
+	limited := connlimit.New(ln, int(s.cfg.MaxConnections), int(s.cfg.MaxConnectionsPerClient), s.log)
+	go func() { served <- s.fiber.Listener(httpbridge.Lingering(limited, s.cfg.WriteTimeout.Duration())) }()
 	select {
 	case err := <-served:
 		return fmt.Errorf("serve: %w", err)

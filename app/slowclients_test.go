@@ -58,7 +58,9 @@ func TestSlowClientsTrickling(t *testing.T) {
 	ensureFileLimit(t, 3*n+1000)
 	db := servicetest.FixtureDB(t)
 	want := expectedCount(t, db)
-	svc := servicetest.Start(t, db, map[string]string{"APP__READ_TIMEOUT": "3", "LOG__CONSOLE__ENABLED": "false"})
+	svc := servicetest.Start(t, db, map[string]string{"APP__READ_TIMEOUT": "3", "LOG__CONSOLE__ENABLED": "false",
+		// The tricklers all come from 127.0.0.1: no bound per address here (see TestConnectionsPerClient).
+		"APP__MAX_CONNECTIONS_PER_CLIENT": "0"})
 	addr := strings.TrimPrefix(svc.URL, "http://")
 
 	type trickler struct {
@@ -149,7 +151,7 @@ func TestMaxConnections(t *testing.T) {
 	const max = 300
 	ensureFileLimit(t, 3*max+1000)
 	db := servicetest.FixtureDB(t)
-	svc := servicetest.Start(t, db, map[string]string{"APP__MAX_CONNECTIONS": "300", "APP__READ_TIMEOUT": "60"})
+	svc := servicetest.Start(t, db, map[string]string{"APP__MAX_CONNECTIONS": "300", "APP__READ_TIMEOUT": "60", "APP__MAX_CONNECTIONS_PER_CLIENT": "0"})
 	addr := strings.TrimPrefix(svc.URL, "http://")
 
 	// One keep-alive client connection, and idle ones up to the limit.

@@ -2,9 +2,8 @@ package reports
 
 import (
 	"bufio"
-	"io"
 	"log/slog"
-	"net"
+	"strconv"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -26,8 +25,11 @@ type ExportHandler fiber.Handler
 // before the final chunk, so the client sees an incomplete response rather than a CSV that looks
 // complete; a client that hangs up makes the next write fail, which cancels the query.
 //
+// At most LIMITS__MAX_CONCURRENT_EXPORTS exports run at once (see ExportSlots); one past it is
+// a 503 SERVICE_UNAVAILABLE with Retry-After, before any statement runs.
+//
 // A Fiber-native handler, not through the net/http adaptor, which would buffer the whole body.
-func NewExportHandler(ex *Exporter, log *slog.Logger) ExportHandler {
+func NewExportHandler(ex *Exporter, slots *ExportSlots, log *slog.Logger) ExportHandler {
 	return func(c *fiber.Ctx) error {
 		a, err := ParseExportQuery(string(c.Request().URI().QueryString()))
 		if err != nil {
@@ -41,21 +43,30 @@ func NewExportHandler(ex *Exporter, log *slog.Logger) ExportHandler {
 			setExportHeaders(c, FileName(a))
 			return nil
 		}
+		if err := slots.take(); err != nil {
+			c.Set(fiber.HeaderRetryAfter, strconv.Itoa(exportRetryAfter))
+			return err
+		}
 		ctx := c.UserContext()
 		x, err := ex.Start(ctx, a)
 		if err != nil {
+			slots.release()
 			return err
 		}
 		setExportHeaders(c, FileName(a))
 		netConn := c.Context().Conn()
 		start := time.Now()
 		// The stream writer runs after this handler returned, so it must not touch c.
+		// fasthttp runs the stream writer exactly once, also when the response is never sent
+		// (its writes then fail), so the slot is given back there.
 		c.Context().SetBodyStreamWriter(func(w *bufio.Writer) {
+			defer slots.release()
 			// fasthttp's own buffer is 4 KiB and every write past it is a hand-over to the
-			// goroutine that writes chunks; a larger buffer makes those rarer. Each hand-over
-			// pushes the connection's write deadline on, so a client that stops reading fails the
-			// export after exportStallTimeout instead of holding a database connection forever.
-			bw := bufio.NewWriterSize(stallGuard{w, netConn}, exportBufferSize)
+			// goroutine that writes chunks; a larger buffer makes those rarer. A client that
+			// stops reading fails the writes after APP__WRITE_TIMEOUT (the server's connections
+			// give up then: platform/httpbridge), which ends the COPY and gives its database
+			// connection back instead of holding it for as long as the client likes.
+			bw := bufio.NewWriterSize(w, exportBufferSize)
 			res, err := x.Stream(bw, func() { _ = netConn.Close() })
 			if err == nil {
 				err = bw.Flush()
@@ -63,7 +74,6 @@ func NewExportHandler(ex *Exporter, log *slog.Logger) ExportHandler {
 			if err == nil {
 				err = w.Flush()
 			}
-			_ = netConn.SetWriteDeadline(time.Time{})
 			ms := float64(time.Since(start).Microseconds()) / 1000
 			if err != nil {
 				// The 200 and part of the CSV are out; dropping the connection before the last
@@ -82,20 +92,6 @@ func NewExportHandler(ex *Exporter, log *slog.Logger) ExportHandler {
 // exportBufferSize is the export's write buffer: the memory an export holds besides the
 // database connection's.
 const exportBufferSize = 64 << 10
-
-// exportStallTimeout is how long an export waits for a client that does not read.
-const exportStallTimeout = 2 * time.Minute
-
-// stallGuard sets the client connection's write deadline before each write that goes on.
-type stallGuard struct {
-	w    io.Writer
-	conn net.Conn
-}
-
-func (g stallGuard) Write(p []byte) (int, error) {
-	_ = g.conn.SetWriteDeadline(time.Now().Add(exportStallTimeout))
-	return g.w.Write(p)
-}
 
 func setExportHeaders(c *fiber.Ctx, fileName string) {
 	c.Set(fiber.HeaderContentType, "text/csv; charset=utf-8")

@@ -62,6 +62,10 @@ type Limits struct {
 	ExportTimeout    Seconds `env:"LIMITS__EXPORT_TIMEOUT" env-default:"600"`
 	// RequestTimeout bounds a whole API request (GraphQL), waiting for a connection included.
 	RequestTimeout Seconds `env:"LIMITS__REQUEST_TIMEOUT" env-default:"60"`
+	// MaxConcurrentExports bounds the CSV exports running at once: each holds a database
+	// connection for as long as its client reads, so without a bound a few slow downloads
+	// would take the whole pool from GraphQL. Past it an export is refused with 503.
+	MaxConcurrentExports Count `env:"LIMITS__MAX_CONCURRENT_EXPORTS" env-default:"2"`
 }
 
 type App struct {
@@ -78,6 +82,13 @@ type App struct {
 	ReadTimeout    Seconds `env:"APP__READ_TIMEOUT" env-default:"30"`
 	IdleTimeout    Seconds `env:"APP__IDLE_TIMEOUT" env-default:"120"`
 	MaxConnections Count   `env:"APP__MAX_CONNECTIONS" env-default:"10000"`
+	// MaxConnectionsPerClient bounds the connections one remote address keeps open (0: no
+	// bound), so that one client cannot take all of MaxConnections from the others.
+	MaxConnectionsPerClient Count `env:"APP__MAX_CONNECTIONS_PER_CLIENT" env-default:"256"`
+	// WriteTimeout is how long a response may wait for its client to accept a byte: a client
+	// that stops reading is cut off then (its connection and database work given back), while
+	// one that reads slowly but steadily is never cut.
+	WriteTimeout Seconds `env:"APP__WRITE_TIMEOUT" env-default:"60"`
 }
 
 type Database struct {
@@ -124,6 +135,10 @@ type Authentication struct {
 	// APIKeysPollInterval is how often (whole seconds) the file is read to see whether it
 	// changed; 0 leaves reloading to SIGHUP alone.
 	APIKeysPollInterval Count `env:"AUTHENTICATION__API_KEYS_POLL_INTERVAL" env-default:"1"`
+	// FailuresPerMinute is how many requests with a missing or wrong key one remote address
+	// may send in a minute; past it the address is refused (429) until the minute is over,
+	// without its keys being checked, which makes guessing keys slow. 0: no bound.
+	FailuresPerMinute Count `env:"AUTHENTICATION__FAILURES_PER_MINUTE" env-default:"60"`
 }
 
 type Log struct {
@@ -355,6 +370,7 @@ func (c *Config) validate() error {
 		"LIMITS__MAX_QUERY_DEPTH": c.Limits.QueryDepth, "LIMITS__MAX_QUERY_COMPLEXITY": c.Limits.QueryComplexity,
 		"LIMITS__MAX_COLUMNS": c.Limits.Columns, "LIMITS__MAX_FILTERS": c.Limits.Filters, "LIMITS__MAX_PAGE_SIZE": c.Limits.PageSize,
 		"LIMITS__MAX_FILTER_VALUES": c.Limits.FilterValues, "LIMITS__MAX_SERIES_POINTS": c.Limits.SeriesPoints,
+		"LIMITS__MAX_CONCURRENT_EXPORTS": c.Limits.MaxConcurrentExports,
 	} {
 		if v < 1 {
 			errs = append(errs, fmt.Sprintf("%s: %d; the limit must be at least 1", name, v))

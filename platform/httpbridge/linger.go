@@ -4,6 +4,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -21,12 +22,19 @@ const (
 	lingerMaxBytes = 256 << 20
 )
 
-// Lingering returns ln with connections whose Close lingers (see above). It takes TCP
-// connections, and connections that wrap one and keep its CloseWrite and SyscallConn (those of
-// platform/connlimit, which give their place back only when the socket is closed).
-func Lingering(ln net.Listener) net.Listener { return lingeringListener{ln} }
+// Lingering returns ln with connections whose Close lingers (see above) and whose writes give
+// up when the client accepts no byte for writeTimeout (APP__WRITE_TIMEOUT; see Write). It takes
+// TCP connections, and connections that wrap one and keep its CloseWrite, SetLinger and
+// SyscallConn (those of platform/connlimit, which give their place back only when the socket is
+// closed).
+func Lingering(ln net.Listener, writeTimeout time.Duration) net.Listener {
+	return lingeringListener{Listener: ln, writeTimeout: writeTimeout}
+}
 
-type lingeringListener struct{ net.Listener }
+type lingeringListener struct {
+	net.Listener
+	writeTimeout time.Duration
+}
 
 // tcpConn is what a lingering close needs of a connection; SyscallConn lets the client watch
 // (Watched) look at the socket through the wrapper.
@@ -34,26 +42,45 @@ type tcpConn interface {
 	net.Conn
 	syscall.Conn
 	CloseWrite() error
+	SetLinger(sec int) error
 }
 
 func (l lingeringListener) Accept() (net.Conn, error) {
 	c, err := l.Listener.Accept()
 	if tc, ok := c.(tcpConn); ok && err == nil {
-		return &lingeringConn{tcpConn: tc}, nil
+		if l.writeTimeout > 0 {
+			limitUnsent(tc)
+		}
+		return &lingeringConn{tcpConn: tc, writeTimeout: l.writeTimeout}, nil
 	}
 	return c, err
 }
 
 // lingeringConn is a TCP connection whose Close shuts down the sending side at once and closes
 // the socket in the background, once the client has stopped sending or lingerTimeout passed.
+// A connection whose client stopped reading (see Write) is reset instead.
 type lingeringConn struct {
 	tcpConn
-	once sync.Once
+	writeTimeout time.Duration
+	// stalled is set when the response was abandoned (writetimeout.go); atomic, because Close
+	// may come from another goroutine (the export's stream writer closes the connection when
+	// it fails).
+	stalled atomic.Bool
+	watch   progressWatch
+	once    sync.Once
 }
 
 func (c *lingeringConn) Close() error {
 	var err error
 	c.once.Do(func() {
+		c.watch.stop()
+		if c.stalled.Load() {
+			// Reset: the client gets no more of an answer it stopped taking, and the kernel
+			// frees the socket and its unsent data at once.
+			_ = c.tcpConn.SetLinger(0)
+			err = c.tcpConn.Close()
+			return
+		}
 		if err = c.tcpConn.CloseWrite(); err != nil {
 			err = c.tcpConn.Close()
 			return

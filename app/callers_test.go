@@ -1,0 +1,359 @@
+package app_test
+
+// No single caller takes the service down (contract 6.10), the parts outside GraphQL execution:
+// clients that stop reading (APP__WRITE_TIMEOUT), one address's connections
+// (APP__MAX_CONNECTIONS_PER_CLIENT), key guessing (AUTHENTICATION__FAILURES_PER_MINUTE),
+// exports (LIMITS__MAX_CONCURRENT_EXPORTS), the health check, malformed requests.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/emsanalytics/emsquery/internal/servicetest"
+)
+
+// dialerFrom dials from source address ip (any of 127/8 on Linux's loopback), so that one test
+// process is several clients to the service.
+func dialerFrom(ip string) *net.Dialer {
+	return &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}, Timeout: 5 * time.Second}
+}
+
+// clientFrom is an HTTP client whose connections come from ip.
+func clientFrom(ip string) *http.Client {
+	return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DialContext: dialerFrom(ip).DialContext}}
+}
+
+// tcpState is the kernel's TCP state of c (unix.BPF_TCP_ESTABLISHED, unix.BPF_TCP_CLOSE after a
+// reset, ...), read without reading any data.
+func tcpState(t *testing.T, c net.Conn) uint8 {
+	t.Helper()
+	raw, err := c.(*net.TCPConn).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var info *unix.TCPInfo
+	var serr error
+	if err := raw.Control(func(fd uintptr) { info, serr = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO) }); err != nil {
+		t.Fatal(err)
+	}
+	if serr != nil {
+		t.Fatal(serr)
+	}
+	return info.State
+}
+
+// smallReceiveBuffer makes a dialer's sockets take little at a time, so that a response stops in
+// the server's socket as soon as the client stops reading (set before connecting, as the TCP
+// window is agreed then).
+func smallReceiveBuffer(d *net.Dialer) *net.Dialer {
+	d.Control = func(_, _ string, c syscall.RawConn) error {
+		var serr error
+		if err := c.Control(func(fd uintptr) { serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) }); err != nil {
+			return err
+		}
+		return serr
+	}
+	return d
+}
+
+// exportPath is the CSV export's route.
+const exportPath = "/v1/reports/main-report/export"
+
+// exportHeaders carry the service's key in both headers the export checks.
+func exportHeaders(svc *servicetest.Service) map[string]string {
+	return map[string]string{svc.Header: svc.Key, "SERVICE-X-API-KEY": svc.Key}
+}
+
+// graphiQLAsset is the largest static file the service serves without a key (about 1 MB).
+const graphiQLAsset = "/graphiql/graphiql.min.js"
+
+// slowExportRows are inserted in March 2019, a month of their own: a CSV of about 400 KB, which
+// a reader at 50 KB/s takes several APP__WRITE_TIMEOUTs to download.
+const slowExportRows = `INSERT INTO fact_record (record_id, occurred_at, station, degree_of_urgency,
+  distance, response_time_s, municipality, transported)
+SELECT 900000 + g, timestamp '2019-03-01' + g * interval '5 minutes', 'Central', 'C', g % 9000 / 7.0,
+  g % 1800, 'Oslo', g % 2 = 0
+FROM generate_series(1, 6000) AS g`
+
+// TestWriteTimeout: 2,000 sockets ask for the GraphiQL script (1 MB) with a small receive buffer
+// and never read: each is reset once it has taken no byte for APP__WRITE_TIMEOUT (2 s here; at
+// most a quarter more), not before, while other requests are answered all along. Meanwhile a
+// client reads a CSV export at 50 KB/s for several timeouts and receives all of it.
+func TestWriteTimeout(t *testing.T) {
+	const n = 2000
+	const writeTimeout = 2 * time.Second
+	ensureFileLimit(t, 3*n+1000)
+	db := servicetest.FixtureDB(t)
+	if err := db.Cluster.Exec(context.Background(), db.Name, slowExportRows); err != nil {
+		t.Fatal(err)
+	}
+	want := expectedCount(t, db)
+	var wantRows int64
+	if err := db.Pool(t).QueryRow(context.Background(), `SELECT count(*) FROM fact_record
+WHERE occurred_at >= '2019-03-01' AND occurred_at < '2019-04-01'`).Scan(&wantRows); err != nil {
+		t.Fatal(err)
+	}
+	svc := servicetest.Start(t, db, map[string]string{"APP__WRITE_TIMEOUT": "2", "LOG__CONSOLE__ENABLED": "false"})
+	addr := strings.TrimPrefix(svc.URL, "http://")
+	var asset int
+	{
+		resp, body := svc.Get(t, graphiQLAsset, nil)
+		file, err := os.ReadFile("../platform/graphiql/assets/dist/graphiql.min.js")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode != http.StatusOK || !bytes.Equal(body, file) {
+			t.Fatalf("GET %s: status %d, %d bytes; want 200 and the file's %d bytes", graphiQLAsset, resp.StatusCode, len(body), len(file))
+		}
+		asset = len(body)
+	}
+
+	// The slow but steady reader starts first and reads all along.
+	type download struct {
+		rows     int64
+		bytes    int
+		duration time.Duration
+		err      error
+	}
+	done := make(chan download, 1)
+	go func() {
+		var d download
+		start := time.Now()
+		defer func() { d.duration = time.Since(start); done <- d }()
+		client := &http.Client{Transport: &http.Transport{DialContext: smallReceiveBuffer(&net.Dialer{}).DialContext}}
+		req, _ := http.NewRequest(http.MethodGet, svc.URL+exportPath+"?start_date=2019-03-01&end_date=2019-03-31", nil)
+		for k, v := range exportHeaders(svc) {
+			req.Header.Set(k, v)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			d.err = err
+			return
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			b, _ := io.ReadAll(resp.Body)
+			d.err = fmt.Errorf("status %d: %s", resp.StatusCode, b)
+			return
+		}
+		// 5 KB every 100 ms: 50 KB/s.
+		buf := make([]byte, 5000)
+		for tick := time.NewTicker(100 * time.Millisecond); ; <-tick.C {
+			m, err := io.ReadFull(resp.Body, buf)
+			d.bytes += m
+			d.rows += int64(strings.Count(string(buf[:m]), "\n"))
+			if err == io.EOF || err == io.ErrUnexpectedEOF {
+				break
+			}
+			if err != nil {
+				d.err = err
+				return
+			}
+		}
+		d.rows-- // the header row
+	}()
+
+	// The sockets that never read, from 20 addresses (within APP__MAX_CONNECTIONS_PER_CLIENT).
+	conns := make([]net.Conn, n)
+	opened := time.Now()
+	for i := range conns {
+		c, err := smallReceiveBuffer(dialerFrom(fmt.Sprintf("127.0.0.%d", 10+i%20))).Dial("tcp", addr)
+		if err != nil {
+			t.Fatalf("connection %d: %v", i, err)
+		}
+		conns[i] = c
+		t.Cleanup(func() { c.Close() })
+		if _, err := io.WriteString(c, "GET "+graphiQLAsset+" HTTP/1.1\r\nHost: emsquery\r\n\r\n"); err != nil {
+			t.Fatalf("connection %d: %v", i, err)
+		}
+	}
+	allSent := time.Now()
+	t.Logf("%d sockets opened and asked in %s", n, allSent.Sub(opened).Round(time.Millisecond))
+
+	// Others are answered meanwhile, until every stalled socket is reset.
+	served := 0
+	open := func() int {
+		k := 0
+		for _, c := range conns {
+			if tcpState(t, c) == unix.BPF_TCP_ESTABLISHED {
+				k++
+			}
+		}
+		return k
+	}
+	var closedAt time.Time
+	for deadline := allSent.Add(writeTimeout*5/4 + 2*time.Second); ; {
+		if got := countOf(t, svc.GraphQL(t, "/graphql", recordsCountQuery, nil)); got != want {
+			t.Fatalf("records_count = %d, want %d", got, want)
+		}
+		wantJSON(t, svc, "/v1/ping", http.StatusOK, map[string]string{"status": "ok"})
+		served++
+		k := open()
+		if elapsed := time.Since(opened); elapsed < writeTimeout*3/4 && k < n {
+			t.Fatalf("%d of %d stalled sockets closed %s after they asked, before APP__WRITE_TIMEOUT", n-k, n, elapsed)
+		}
+		if k == 0 {
+			closedAt = time.Now()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d sockets that never read still open %s after the last one asked (APP__WRITE_TIMEOUT 2 s)", k, n, time.Since(allSent))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Logf("all %d stalled sockets reset %s after the first asked, %s after the last; %d other requests answered meanwhile",
+		n, closedAt.Sub(opened).Round(time.Millisecond), closedAt.Sub(allSent).Round(time.Millisecond), served)
+	// A reset socket has what the kernels held when it stopped, then the reset: never the whole file.
+	for i, c := range conns[:50] {
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		b, err := io.ReadAll(c)
+		if err == nil || len(b) >= asset {
+			t.Fatalf("stalled socket %d: read %d bytes (the file is %d), end %v; want part of it, then a reset", i, len(b), asset, err)
+		}
+	}
+	if status := procStatus(t, svc.PID()); status != "" {
+		t.Logf("service: %s", status)
+	}
+
+	d := <-done
+	if d.err != nil {
+		t.Fatalf("the slow reader's export failed after %s: %v", d.duration, d.err)
+	}
+	if d.duration < 2*writeTimeout {
+		t.Errorf("the slow reader took %s, not longer than two write timeouts: the test proves nothing", d.duration)
+	}
+	if d.rows != wantRows {
+		t.Errorf("the slow reader got %d rows (%d bytes in %s), want %d", d.rows, d.bytes, d.duration, wantRows)
+	}
+	t.Logf("slow reader: %d rows, %d bytes in %s", d.rows, d.bytes, d.duration.Round(time.Millisecond))
+	waitHealthy(t, svc, 5*time.Second)
+}
+
+// procStatus is the peak and current memory of process pid.
+func procStatus(t *testing.T, pid int) string {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return ""
+	}
+	var out []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "VmHWM:") || strings.HasPrefix(line, "VmRSS:") {
+			out = append(out, strings.Join(strings.Fields(line), " "))
+		}
+	}
+	return strings.Join(out, ", ")
+}
+
+// TestConnectionsPerClient: past APP__MAX_CONNECTIONS_PER_CLIENT connections from one address,
+// its new ones are closed at once, while another address is served; a connection closed makes
+// room for that address again.
+func TestConnectionsPerClient(t *testing.T) {
+	const perClient = 20
+	db := servicetest.FixtureDB(t)
+	svc := servicetest.Start(t, db, map[string]string{"APP__MAX_CONNECTIONS_PER_CLIENT": strconv.Itoa(perClient), "APP__READ_TIMEOUT": "60"})
+	addr := strings.TrimPrefix(svc.URL, "http://")
+	ping := func(ip string) error {
+		resp, err := clientFrom(ip).Get(svc.URL + "/v1/ping")
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		_, _ = io.Copy(io.Discard, resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("status %d", resp.StatusCode)
+		}
+		return nil
+	}
+	// One keep-alive connection that asks, and idle ones up to the bound, from 127.0.0.2.
+	keep, err := dialerFrom("127.0.0.2").Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer keep.Close()
+	keepReader := bufio.NewReader(keep)
+	askKeep := func() error {
+		if _, err := io.WriteString(keep, "GET /v1/ping HTTP/1.1\r\nHost: emsquery\r\n\r\n"); err != nil {
+			return err
+		}
+		_ = keep.SetReadDeadline(time.Now().Add(5 * time.Second))
+		resp, err := http.ReadResponse(keepReader, nil)
+		if err != nil {
+			return err
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("status %d", resp.StatusCode)
+		}
+		return nil
+	}
+	if err := askKeep(); err != nil {
+		t.Fatal(err)
+	}
+	idle := make([]net.Conn, 0, perClient-1)
+	for range perClient - 1 {
+		c, err := dialerFrom("127.0.0.2").Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		idle = append(idle, c)
+		defer c.Close()
+	}
+	time.Sleep(300 * time.Millisecond) // for the service to accept them all
+	if _, closed := closedWithin(idle[len(idle)-1], 300*time.Millisecond); closed {
+		t.Fatal("a connection within APP__MAX_CONNECTIONS_PER_CLIENT was closed")
+	}
+	// Past the bound, 127.0.0.2's new connections are closed at once ...
+	for i := range 10 {
+		c, err := dialerFrom("127.0.0.2").Dial("tcp", addr)
+		if err != nil {
+			continue // refused before the handshake finished: refused too
+		}
+		start := time.Now()
+		b, closed := closedWithin(c, 2*time.Second)
+		c.Close()
+		if !closed || len(b) > 0 {
+			t.Fatalf("connection %d past APP__MAX_CONNECTIONS_PER_CLIENT: closed %v, read %q; want closed at once", i, closed, b)
+		}
+		if d := time.Since(start); d > time.Second {
+			t.Fatalf("connection %d past the bound closed after %s, want at once", i, d)
+		}
+	}
+	if err := ping("127.0.0.2"); err == nil {
+		t.Fatal("a request on a new connection from 127.0.0.2 was answered past APP__MAX_CONNECTIONS_PER_CLIENT")
+	}
+	// ... while another address is served, and 127.0.0.2's open connection too.
+	for range 5 {
+		if err := ping("127.0.0.3"); err != nil {
+			t.Fatalf("127.0.0.3 while 127.0.0.2 is at its bound: %v", err)
+		}
+	}
+	if err := askKeep(); err != nil {
+		t.Fatalf("127.0.0.2's open connection at its bound: %v", err)
+	}
+	servicetest.WaitFor(t, 5*time.Second, "the refusal warning", func() bool {
+		return strings.Contains(svc.Output(), "APP__MAX_CONNECTIONS_PER_CLIENT")
+	})
+	if strings.Contains(svc.Output(), "127.0.0.2") {
+		t.Error("the log names the refused address")
+	}
+	// One closed makes room for 127.0.0.2 again.
+	idle[0].Close()
+	servicetest.WaitFor(t, 5*time.Second, "127.0.0.2 served again after one of its connections closed", func() bool {
+		return ping("127.0.0.2") == nil
+	})
+}
