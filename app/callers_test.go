@@ -357,3 +357,50 @@ func TestConnectionsPerClient(t *testing.T) {
 		return ping("127.0.0.2") == nil
 	})
 }
+
+// TestMalformedRequest: a request that is not HTTP gets 400 with a fixed body that repeats
+// nothing of it, and the log does not repeat it either; the key it carried is nowhere.
+func TestMalformedRequest(t *testing.T) {
+	db := servicetest.FixtureDB(t)
+	svc := servicetest.Start(t, db, nil)
+	addr := strings.TrimPrefix(svc.URL, "http://")
+	for _, raw := range []string{
+		// No method: the key where the request line should be, and in its header.
+		svc.Key + "\r\n" + svc.Header + ": " + svc.Key + "\r\n\r\n",
+		// A Content-Length that is not a number (the key).
+		"POST /graphql HTTP/1.1\r\nHost: emsquery\r\n" + svc.Header + ": " + svc.Key + "\r\nContent-Length: " + svc.Key + "\r\n\r\n",
+	} {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.WriteString(c, raw); err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatalf("%q: %v", raw, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		c.Close()
+		if resp.StatusCode != http.StatusBadRequest {
+			t.Errorf("%q: status %d, want 400: %s", raw, resp.StatusCode, body)
+		}
+		if want := `{"error":{"code":"BAD_USER_INPUT","message":"malformed HTTP request"}}`; string(body) != want {
+			t.Errorf("%q: body %s, want %s", raw, body, want)
+		}
+		for k, vs := range resp.Header {
+			if strings.Contains(k+strings.Join(vs, ","), svc.Key) {
+				t.Errorf("%q: the key is in the answer's header %s", raw, k)
+			}
+		}
+	}
+	waitHealthy(t, svc, 5*time.Second)
+	if strings.Contains(svc.Output(), svc.Key) {
+		t.Error("the log repeats the key a malformed request carried")
+	}
+	if !strings.Contains(svc.Output(), "status=400") {
+		t.Errorf("no access line for the 400s:\n%s", svc.Output())
+	}
+}

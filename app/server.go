@@ -130,11 +130,20 @@ func restError(log *slog.Logger) fiber.ErrorHandler {
 		if len(c.Response().Header.Peek(fiber.HeaderXRequestID)) == 0 {
 			id := utils.UUIDv4()
 			c.Set(fiber.HeaderXRequestID, id)
-			log.Info("request", "method", c.Method(), "path", c.Path(), "status", status, "request_id", id)
+			method, path := c.Method(), c.Path()
+			if fe != nil && fe.Code == fiber.StatusBadRequest {
+				// What a request that did not parse left in the method and path is not to be
+				// trusted or repeated.
+				method, path = "-", "-"
+			}
+			log.Info("request", "method", method, "path", path, "status", status, "request_id", id)
 		}
 		return nil
 	}
 }
+
+// malformedRequest is the whole message of a 400 for a request that is not HTTP.
+const malformedRequest = "malformed HTTP request"
 
 func fiberCode(fe *fiber.Error) (apierr.Code, string) {
 	switch fe.Code {
@@ -145,7 +154,9 @@ func fiberCode(fe *fiber.Error) (apierr.Code, string) {
 	case fiber.StatusMethodNotAllowed:
 		return apierr.BadUserInput, "method not allowed on this route"
 	case fiber.StatusBadRequest:
-		return apierr.BadUserInput, fe.Message
+		// Only fasthttp's parser raises a 400 (the handlers return apierr errors), and its message
+		// quotes the request's bytes, headers included (an API key): the client gets a fixed text.
+		return apierr.BadUserInput, malformedRequest
 	case fiber.StatusRequestTimeout:
 		return apierr.Timeout, "the request did not arrive whole within APP__READ_TIMEOUT"
 	default:
