@@ -16,6 +16,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -403,4 +404,100 @@ func TestMalformedRequest(t *testing.T) {
 	if !strings.Contains(svc.Output(), "status=400") {
 		t.Errorf("no access line for the 400s:\n%s", svc.Output())
 	}
+}
+
+// manyExportRows are 300,000 records in May 2018, a month of their own: tens of megabytes of
+// CSV, more than every buffer between the database and a client that does not read holds, so
+// that the COPY stays active while the client does not read.
+const manyExportRows = `INSERT INTO fact_record (record_id, occurred_at, station, degree_of_urgency,
+  distance, response_time_s, municipality, transported)
+SELECT 1000000 + g, timestamp '2018-05-01' + g * interval '20 seconds', 'Central', 'C', g % 9000 / 7.0,
+  g % 1800, 'Oslo', g % 2 = 0
+FROM generate_series(1, 120000) AS g`
+
+// TestConcurrentExports: with LIMITS__MAX_CONCURRENT_EXPORTS at its default (2), two exports
+// whose clients do not read hold two database connections; a third is refused at once with 503
+// SERVICE_UNAVAILABLE and Retry-After, no more COPY runs, and GraphQL is answered all along.
+// When one export ends, the next is served.
+func TestConcurrentExports(t *testing.T) {
+	db := servicetest.FixtureDB(t)
+	if err := db.Cluster.Exec(context.Background(), db.Name, manyExportRows); err != nil {
+		t.Fatal(err)
+	}
+	want := expectedCount(t, db)
+	pool := db.Pool(t)
+	copies := func() int {
+		var n int
+		if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
+WHERE datname = current_database() AND application_name = 'emsquery' AND query LIKE '%COPY (SELECT%' AND state = 'active'`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	svc := servicetest.Start(t, db, map[string]string{"DATABASE__POOL_SIZE": "4", "DATABASE__MAX_OVERFLOW": "0", "CACHE__ENABLED": "false"})
+	client := &http.Client{Transport: &http.Transport{DialContext: smallReceiveBuffer(&net.Dialer{}).DialContext, DisableKeepAlives: true}}
+	export := func() *http.Response {
+		req, _ := http.NewRequest(http.MethodGet, svc.URL+exportPath+"?start_date=2018-05-01&end_date=2018-05-31", nil)
+		for k, v := range exportHeaders(svc) {
+			req.Header.Set(k, v)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Error(err) // from a goroutine too
+			return &http.Response{Body: io.NopCloser(strings.NewReader(""))}
+		}
+		return resp
+	}
+	// Two exports that read their first bytes and then stop (started together: each waits for
+	// its sort).
+	running := make([]*http.Response, 2)
+	var wg sync.WaitGroup
+	for i := range running {
+		wg.Add(1)
+		go func() { defer wg.Done(); running[i] = export() }()
+	}
+	wg.Wait()
+	for _, resp := range running {
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			b, _ := io.ReadAll(resp.Body)
+			t.Fatalf("export within the limit: status %d: %s", resp.StatusCode, b)
+		}
+		if _, err := io.ReadFull(resp.Body, make([]byte, 1000)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := copies(); n != 2 {
+		t.Fatalf("%d exports' statements running, want 2", n)
+	}
+	for i := range 5 {
+		resp := export()
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusServiceUnavailable {
+			t.Fatalf("export %d past the limit: status %d, want 503: %.200s", i+3, resp.StatusCode, body)
+		}
+		m := decodeJSON(t, body)
+		e, _ := m["error"].(map[string]any)
+		if e["code"] != "SERVICE_UNAVAILABLE" || !strings.Contains(fmt.Sprint(e["message"]), "LIMITS__MAX_CONCURRENT_EXPORTS=2") {
+			t.Errorf("export past the limit: body %s", body)
+		}
+		if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err != nil || s < 1 {
+			t.Errorf("export past the limit: Retry-After %q", resp.Header.Get("Retry-After"))
+		}
+		// GraphQL has the rest of the pool.
+		if got := countOf(t, svc.GraphQL(t, "/graphql", recordsCountQuery, nil)); got != want {
+			t.Fatalf("records_count = %d, want %d, with two exports running", got, want)
+		}
+	}
+	if n := copies(); n != 2 {
+		t.Errorf("%d exports' statements running after the refusals, want 2", n)
+	}
+	// One ends (its client leaves): the next export is served.
+	running[0].Body.Close()
+	servicetest.WaitFor(t, 10*time.Second, "an export served after one of two ended", func() bool {
+		resp := export()
+		defer resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
 }
