@@ -501,3 +501,103 @@ WHERE datname = current_database() AND application_name = 'emsquery' AND query L
 		return resp.StatusCode == http.StatusOK
 	})
 }
+
+// requestFrom sends method to path from source address ip with headers, and returns the
+// response with its body read.
+func requestFrom(t *testing.T, svc *servicetest.Service, ip, method, path string, headers map[string]string, body string) (*http.Response, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(method, svc.URL+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	resp, err := clientFrom(ip).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp, b
+}
+
+// TestAuthFailuresPerMinute: past AUTHENTICATION__FAILURES_PER_MINUTE requests with a missing or
+// wrong key, the address gets 429 RATE_LIMITED with Retry-After on every route that needs a key,
+// its valid key included (no key is checked), in the body of the route (GraphQL errors or REST);
+// health stays reachable for it; another address is served and counted on its own. (The end of
+// the minute is tested with a clock of the test's own: platform/auth's failures test.)
+func TestAuthFailuresPerMinute(t *testing.T) {
+	const limit = 5
+	db := servicetest.FixtureDB(t)
+	want := expectedCount(t, db)
+	svc := servicetest.Start(t, db, map[string]string{"AUTHENTICATION__FAILURES_PER_MINUTE": strconv.Itoa(limit)})
+	query := `{"query":"{ records_count { count } }"}`
+	wrong := map[string]string{svc.Header: servicetest.RandomKey()}
+	good := map[string]string{svc.Header: svc.Key}
+	guesser, other := "127.0.0.4", "127.0.0.5"
+
+	// limit failures: missing and wrong keys, on GraphQL and on the export.
+	for i := range limit {
+		var resp *http.Response
+		var body []byte
+		switch i % 3 {
+		case 0:
+			resp, body = requestFrom(t, svc, guesser, http.MethodPost, "/graphql", nil, query)
+		case 1:
+			resp, body = requestFrom(t, svc, guesser, http.MethodPost, "/graphql", wrong, query)
+		default:
+			resp, body = requestFrom(t, svc, guesser, http.MethodGet, exportPath+"?start_date=2024-01-01&end_date=2024-01-31",
+				map[string]string{svc.Header: wrong[svc.Header], "SERVICE-X-API-KEY": wrong[svc.Header]}, "")
+		}
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("failure %d: status %d, want 401: %s", i+1, resp.StatusCode, body)
+		}
+	}
+	// Past it: 429 for every request of that address, with a valid key too.
+	retryAfter := func(resp *http.Response) {
+		t.Helper()
+		if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err != nil || s < 1 || s > 60 {
+			t.Errorf("Retry-After %q, want 1 to 60 s", resp.Header.Get("Retry-After"))
+		}
+	}
+	for _, h := range []map[string]string{wrong, good, nil} {
+		resp, body := requestFrom(t, svc, guesser, http.MethodPost, "/graphql", h, query)
+		if resp.StatusCode != http.StatusTooManyRequests || !strings.Contains(string(body), `"RATE_LIMITED"`) || !strings.Contains(string(body), `"errors"`) {
+			t.Errorf("past the limit on /graphql: status %d: %s; want 429 with a GraphQL RATE_LIMITED error", resp.StatusCode, body)
+		}
+		if !strings.Contains(string(body), "AUTHENTICATION__FAILURES_PER_MINUTE") {
+			t.Errorf("the refusal does not name the setting: %s", body)
+		}
+		retryAfter(resp)
+	}
+	resp, body := requestFrom(t, svc, guesser, http.MethodGet, exportPath+"?start_date=2024-01-01&end_date=2024-01-31", exportHeaders(svc), "")
+	if resp.StatusCode != http.StatusTooManyRequests || !strings.Contains(string(body), `{"error":{"code":"RATE_LIMITED"`) {
+		t.Errorf("past the limit on the export, with the valid key: status %d: %s; want 429 with the REST body", resp.StatusCode, body)
+	}
+	retryAfter(resp)
+	// Health stays reachable (a readiness probe may share the address).
+	if resp, body := requestFrom(t, svc, guesser, http.MethodGet, "/v1/healthz", nil, ""); resp.StatusCode != http.StatusOK {
+		t.Errorf("healthz from the refused address: status %d: %s", resp.StatusCode, body)
+	}
+	// Another address is served, and counted on its own.
+	resp, body = requestFrom(t, svc, other, http.MethodPost, "/graphql", good, query)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), fmt.Sprintf(`"count":%d`, want)) {
+		t.Errorf("another address with the key: status %d: %s; want 200 with count %d", resp.StatusCode, body, want)
+	}
+	if resp, body := requestFrom(t, svc, other, http.MethodPost, "/graphql", wrong, query); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("another address with a wrong key: status %d: %s; want 401", resp.StatusCode, body)
+	}
+	servicetest.WaitFor(t, 5*time.Second, "the refusal warning", func() bool {
+		return strings.Contains(svc.Output(), "AUTHENTICATION__FAILURES_PER_MINUTE")
+	})
+	if strings.Contains(svc.Output(), guesser) || strings.Contains(svc.Output(), wrong[svc.Header]) {
+		t.Error("the log names the refused address or the wrong key")
+	}
+}

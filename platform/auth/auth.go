@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"net/netip"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -81,6 +82,7 @@ type Checker struct {
 	fallback *key          // AUTHENTICATION__API_KEY; nil when unset
 	keys     atomic.Pointer[keySet]
 	watch    *watcher
+	failures *failureLimiter // AUTHENTICATION__FAILURES_PER_MINUTE
 }
 
 // NewChecker returns the checker for the settings, with the keys file read (an error names
@@ -99,6 +101,7 @@ func NewChecker(a config.Authentication, log *slog.Logger) (*Checker, func(), er
 		log:      log,
 		file:     strings.TrimSpace(a.APIKeysFile),
 		poll:     time.Duration(a.APIKeysPollInterval) * time.Second,
+		failures: newFailureLimiter(int(a.FailuresPerMinute), log),
 	}
 	if k := a.APIKey.Reveal(); k != "" {
 		c.fallback = &key{name: DefaultKeyName, digest: sha256.Sum256([]byte(k)), scopes: scopeSet(1<<len(AllScopes) - 1)}
@@ -183,9 +186,14 @@ func (c *Checker) Require(scope Scope, refuse Refuse) fiber.Handler {
 		if ctx.Method() == fiber.MethodOptions {
 			return ctx.Next()
 		}
+		ip := remoteIP(ctx)
+		if wait := c.failures.blocked(ip); wait > 0 {
+			return c.refuseGuesser(ctx, refuse, wait)
+		}
 		set := c.keys.Load()
 		k := set.find(c.presented(ctx))
 		if k == nil || scope == ScopeExport && !strings.EqualFold(c.header, ExportHeader) && set.find(ctx.Get(ExportHeader)) != k {
+			c.failures.fail(ip)
 			return refuse(ctx, Refusal{Status: fiber.StatusUnauthorized, Code: apierr.Unauthenticated, Message: c.unauthorizedMessage(ctx, scope)})
 		}
 		ctx.Locals(keyNameLocal, k.name)
@@ -202,6 +210,42 @@ func (c *Checker) Require(scope Scope, refuse Refuse) fiber.Handler {
 		}
 		return ctx.Next()
 	}
+}
+
+// refuseGuesser answers a request from an address over AUTHENTICATION__FAILURES_PER_MINUTE.
+func (c *Checker) refuseGuesser(ctx *fiber.Ctx, refuse Refuse, wait time.Duration) error {
+	secs := int(math.Ceil(wait.Seconds()))
+	ctx.Set(fiber.HeaderRetryAfter, strconv.Itoa(secs))
+	return refuse(ctx, Refusal{Status: fiber.StatusTooManyRequests, Code: apierr.RateLimited, Message: fmt.Sprintf(
+		"too many requests with a missing or wrong API key from this address (AUTHENTICATION__FAILURES_PER_MINUTE=%d); no key is checked for it until the minute is over: retry after %d s",
+		c.failures.limit, secs)})
+}
+
+// Valid says whether the request carries a valid key, of any scope: for routes that anyone may
+// call and that show more to a key holder (/v1/healthz). A wrong key counts against the
+// address's AUTHENTICATION__FAILURES_PER_MINUTE like any other (else such a route would be a
+// way around the bound); no key at all does not (health probes send none). From an address
+// over the bound, no key is checked: false.
+func (c *Checker) Valid(ctx *fiber.Ctx) bool {
+	presented := c.presented(ctx)
+	if presented == "" {
+		return false
+	}
+	ip := remoteIP(ctx)
+	if c.failures.blocked(ip) > 0 {
+		return false
+	}
+	if c.keys.Load().find(presented) == nil {
+		c.failures.fail(ip)
+		return false
+	}
+	return true
+}
+
+// remoteIP is the address of the connection's peer: never a header a client can write.
+func remoteIP(ctx *fiber.Ctx) netip.Addr {
+	ip, _ := netip.AddrFromSlice(ctx.Context().RemoteIP())
+	return ip.Unmap()
 }
 
 // wait takes one request from the key's rate and returns zero, or returns how long the client
