@@ -14,9 +14,11 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -599,5 +601,188 @@ func TestAuthFailuresPerMinute(t *testing.T) {
 	})
 	if strings.Contains(svc.Output(), guesser) || strings.Contains(svc.Output(), wrong[svc.Header]) {
 		t.Error("the log names the refused address or the wrong key")
+	}
+}
+
+// prometheusEnv serves the service's metrics on a port of the test's; it returns the settings
+// and the scrape target.
+func prometheusEnv(t *testing.T) (map[string]string, string) {
+	port := servicetest.FreePort(t)
+	return map[string]string{
+		"OTEL_METRICS_EXPORTER":         "prometheus",
+		"OTEL_EXPORTER_PROMETHEUS_HOST": "127.0.0.1",
+		"OTEL_EXPORTER_PROMETHEUS_PORT": strconv.Itoa(port),
+	}, "127.0.0.1:" + strconv.Itoa(port)
+}
+
+// TestHealthzSharedCheck: 200 callers asking for health all at once, again and again, cost at
+// most one database check per second (counted by the service's own statement metric); without a
+// valid key the hosts are shown by position only, with one by address, as before.
+func TestHealthzSharedCheck(t *testing.T) {
+	const callers = 200
+	db := servicetest.FixtureDB(t)
+	dead := servicetest.FreePort(t)
+	env, target := prometheusEnv(t)
+	env["DATABASE__HOST"] = db.Host + ",localhost"
+	env["DATABASE__PORT"] = fmt.Sprintf("%d,%d", db.Port, dead)
+	// Go's HTTP client dials beyond its 200 connections in use now and then (a dial races a
+	// connection coming back); those are no matter here.
+	env["APP__MAX_CONNECTIONS_PER_CLIENT"] = "0"
+	svc := servicetest.Start(t, db, env)
+	addresses := []string{net.JoinHostPort(db.Host, strconv.Itoa(db.Port)), net.JoinHostPort("localhost", strconv.Itoa(dead))}
+
+	wantHosts := func(who string, body []byte, want map[string]string) {
+		t.Helper()
+		m := decodeJSON(t, body)
+		got, _ := m["hosts"].(map[string]any)
+		if len(got) != len(want) {
+			t.Fatalf("%s: hosts %v, want %v", who, m["hosts"], want)
+		}
+		for k, v := range want {
+			if got[k] != v {
+				t.Errorf("%s: hosts %v, want %v", who, m["hosts"], want)
+			}
+		}
+	}
+	byPosition := map[string]string{"1": "ok", "2": "unreachable"}
+	resp, body := svc.Get(t, "/v1/healthz", map[string]string{svc.Header: svc.Key})
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("healthz with the key: %d %s", resp.StatusCode, body)
+	}
+	wantHosts("with the key", body, map[string]string{addresses[0]: "ok", addresses[1]: "unreachable"})
+	for who, h := range map[string]map[string]string{"without a key": nil, "with a wrong key": {svc.Header: servicetest.RandomKey()}} {
+		resp, body := svc.Get(t, "/v1/healthz", h)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("healthz %s: %d %s", who, resp.StatusCode, body)
+		}
+		wantHosts(who, body, byPosition)
+		for _, a := range append(addresses, strconv.Itoa(db.Port), strconv.Itoa(dead), "localhost") {
+			if strings.Contains(string(body), a) {
+				t.Errorf("healthz %s shows %q: %s", who, a, body)
+			}
+		}
+	}
+
+	// The callers, each on a connection of its own, for about 2.5 s.
+	before := scrapeOperations(t, target)
+	start := time.Now()
+	transport := &http.Transport{MaxIdleConnsPerHost: callers}
+	defer transport.CloseIdleConnections()
+	client := &http.Client{Transport: transport, Timeout: 10 * time.Second}
+	var wg sync.WaitGroup
+	var answered, failed atomic.Int64
+	for range callers {
+		wg.Go(func() {
+			for time.Since(start) < 2500*time.Millisecond {
+				resp, err := client.Get(svc.URL + "/v1/healthz")
+				if err != nil {
+					failed.Add(1)
+					continue
+				}
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), `"1":"ok"`) {
+					failed.Add(1)
+					continue
+				}
+				answered.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	checks := scrapeOperations(t, target).minus(before)["ping"]
+	t.Logf("%d healthz answers to %d callers in %s: %d database checks", answered.Load(), callers, elapsed.Round(time.Millisecond), checks)
+	if failed.Load() > 0 {
+		t.Errorf("%d healthz requests failed", failed.Load())
+	}
+	if answered.Load() < callers {
+		t.Errorf("%d answers for %d callers", answered.Load(), callers)
+	}
+	if most := uint64(elapsed/time.Second) + 1; checks < 1 || checks > most {
+		t.Errorf("%d database checks in %s, want 1 to %d (at most one a second)", checks, elapsed, most)
+	}
+}
+
+// scrapeValue is the sum of a metric's samples (a counter's), 0 when the service has none yet.
+func scrapeValue(t *testing.T, target, name string) float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + target + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for _, line := range strings.Split(string(b), "\n") {
+		if !strings.HasPrefix(line, name+" ") && !strings.HasPrefix(line, name+"{") {
+			continue
+		}
+		f := strings.Fields(line)
+		v, err := strconv.ParseFloat(f[len(f)-1], 64)
+		if err != nil {
+			t.Fatalf("scrape %s: %q", name, line)
+		}
+		sum += v
+	}
+	return sum
+}
+
+// TestKeysFileReloadFailure: a keys file that does not parse, read again on SIGHUP, is counted in
+// auth.keys.reload.failures and shown in healthz (why, to a key holder only); the keys in force
+// stay; a good file again clears healthz.
+func TestKeysFileReloadFailure(t *testing.T) {
+	db := servicetest.FixtureDB(t)
+	good := newTestKey("good", "graphql")
+	file := filepath.Join(t.TempDir(), "keys.json")
+	writeKeysFile(t, file, good)
+	env, target := prometheusEnv(t)
+	env["AUTHENTICATION__API_KEYS_FILE"] = file
+	env["AUTHENTICATION__API_KEY"] = ""
+	env["AUTHENTICATION__API_KEYS_POLL_INTERVAL"] = "0" // SIGHUP only
+	svc := servicetest.Start(t, db, env)
+	const metric = "auth_keys_reload_failures_total"
+	keysFile := func(h map[string]string) string {
+		t.Helper()
+		resp, body := svc.Get(t, "/v1/healthz", h)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("healthz: %d %s", resp.StatusCode, body)
+		}
+		s, _ := decodeJSON(t, body)["keys_file"].(string)
+		return s
+	}
+	withKey := map[string]string{svc.Header: good.secret}
+	if s := keysFile(nil); s != "ok" {
+		t.Errorf("keys_file %q at start, want ok", s)
+	}
+	if v := scrapeValue(t, target, metric); v != 0 {
+		t.Errorf("%s = %v at start", metric, v)
+	}
+
+	writeFileAtomic(t, file, []byte(`[{"name": "good", "sha256": "`+good.entry.SHA256+`", "scopes": ["graphql"]`))
+	svc.Signal(syscall.SIGHUP)
+	servicetest.WaitFor(t, 5*time.Second, "the reload failure counted", func() bool { return scrapeValue(t, target, metric) == 1 })
+	anon, holder := keysFile(nil), keysFile(withKey)
+	if !strings.HasPrefix(anon, "reload failed at ") || strings.Contains(anon, "valid") || strings.Contains(anon, file) {
+		t.Errorf("keys_file without a key %q, want the time only", anon)
+	}
+	when, err := time.Parse(time.RFC3339, strings.TrimPrefix(anon, "reload failed at "))
+	if err != nil || time.Since(when) > time.Minute || time.Since(when) < -time.Second {
+		t.Errorf("keys_file without a key %q: not a time of the last minute", anon)
+	}
+	if !strings.HasPrefix(holder, anon+": not valid") || !strings.Contains(holder, "ends too early") || strings.Contains(holder, good.entry.SHA256) {
+		t.Errorf("keys_file with the key %q, want %q and why, without the hash", holder, anon+": not valid: ...")
+	}
+	resp, body := keyRequest(t, svc, "/graphql", good.secret)
+	wantAllowed(t, "the key in force after a failed reload", "/graphql", resp, body)
+
+	writeKeysFile(t, file, good)
+	svc.Signal(syscall.SIGHUP)
+	servicetest.WaitFor(t, 5*time.Second, "keys_file ok after a good reload", func() bool { return keysFile(nil) == "ok" })
+	if v := scrapeValue(t, target, metric); v != 1 {
+		t.Errorf("%s = %v after one failure and a good reload, want 1", metric, v)
 	}
 }

@@ -128,7 +128,7 @@ func TestSeveralHosts(t *testing.T) {
 			if (p > 0) != tc.wantPrimary || (s > 0) != tc.wantStandby {
 				t.Errorf("%d sessions on the primary, %d on the standby; want primary %v, standby %v", p, s, tc.wantPrimary, tc.wantStandby)
 			}
-			m := wantJSON(t, svc, "/v1/healthz", http.StatusOK, map[string]string{"status": "ok", "database": "ok"})
+			m := wantJSONWithKey(t, svc, "/v1/healthz", http.StatusOK, map[string]string{"status": "ok", "database": "ok"})
 			if hosts, _ := m["hosts"].(map[string]any); hosts[pAddr] != tc.healthPrimary || hosts[sAddr] != tc.healthStandby {
 				t.Errorf("healthz hosts = %v, want the primary %s and the standby %s", m["hosts"], tc.healthPrimary, tc.healthStandby)
 			}
@@ -172,7 +172,7 @@ func TestSeveralHosts(t *testing.T) {
 		if p := serviceSessions(t, primary, db.Name); p == 0 {
 			t.Errorf("5 s after the standby stopped: no service session on the primary")
 		}
-		m := wantJSON(t, svc, "/v1/healthz", http.StatusOK, map[string]string{"status": "ok", "database": "ok"})
+		m := wantJSONWithKey(t, svc, "/v1/healthz", http.StatusOK, map[string]string{"status": "ok", "database": "ok"})
 		if hosts, _ := m["hosts"].(map[string]any); hosts[pAddr] != "ok" || hosts[sAddr] != "unreachable" {
 			t.Errorf("healthz hosts with the standby down = %v, want the primary ok and the standby unreachable", m["hosts"])
 		}
@@ -307,7 +307,7 @@ func TestHangingHost(t *testing.T) {
 		// POOL_SIZE 0: no connection is made before the check.
 		svc := servicetest.Start(t, db, settings(hung, "0"))
 		start := time.Now()
-		m := wantJSON(t, svc, "/v1/healthz", http.StatusOK, map[string]string{"status": "ok", "database": "ok"})
+		m := wantJSONWithKey(t, svc, "/v1/healthz", http.StatusOK, map[string]string{"status": "ok", "database": "ok"})
 		if d := time.Since(start); d > 3*time.Second {
 			t.Errorf("healthz took %s, want <= 3s", d)
 		}
@@ -329,7 +329,7 @@ func TestHangingHost(t *testing.T) {
 		hanging := time.Now()
 		first.hang(true)
 		time.Sleep(8 * time.Second)
-		m := wantJSON(t, svc, "/v1/healthz", http.StatusOK, map[string]string{"status": "ok", "database": "ok"})
+		m := wantJSONWithKey(t, svc, "/v1/healthz", http.StatusOK, map[string]string{"status": "ok", "database": "ok"})
 		if hosts, _ := m["hosts"].(map[string]any); hosts[first.addr()] != "no answer" || hosts[dbAddr] != "ok" {
 			t.Errorf("healthz hosts = %v, want %s without answer and %s ok", m["hosts"], first.addr(), dbAddr)
 		}

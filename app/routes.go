@@ -43,7 +43,7 @@ func (s *Server) routes(limits config.Limits, security config.Security, db *data
 
 	f.Get("/v1/ping", ping)
 	if cfg.HealthChecksEnabled {
-		f.Get("/v1/healthz", healthz(db))
+		f.Get("/v1/healthz", healthz(db, checker))
 	}
 
 	s.mountGraphiQLAssets()

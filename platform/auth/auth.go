@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
+	"go.opentelemetry.io/otel/metric"
 	"golang.org/x/time/rate"
 
 	"github.com/emsanalytics/emsquery/platform/apierr"
@@ -83,13 +84,16 @@ type Checker struct {
 	keys     atomic.Pointer[keySet]
 	watch    *watcher
 	failures *failureLimiter // AUTHENTICATION__FAILURES_PER_MINUTE
+
+	fileState      atomic.Pointer[KeysFileState] // nil: the last reload worked
+	reloadFailures metric.Int64Counter
 }
 
 // NewChecker returns the checker for the settings, with the keys file read (an error names
 // AUTHENTICATION__API_KEYS_FILE and stops the start) and watched for changes and SIGHUP until the
 // cleanup. A key in AUTHENTICATION__API_KEY shorter than config.MinKeyLength is accepted (the
 // specification has a short default) with a warning that never shows the key.
-func NewChecker(a config.Authentication, log *slog.Logger) (*Checker, func(), error) {
+func NewChecker(a config.Authentication, log *slog.Logger, mp metric.MeterProvider) (*Checker, func(), error) {
 	if a.WeakKey() {
 		log.Warn("AUTHENTICATION__API_KEY is shorter than 32 characters; choose a long random value",
 			"min_length", config.MinKeyLength)
@@ -102,6 +106,10 @@ func NewChecker(a config.Authentication, log *slog.Logger) (*Checker, func(), er
 		file:     strings.TrimSpace(a.APIKeysFile),
 		poll:     time.Duration(a.APIKeysPollInterval) * time.Second,
 		failures: newFailureLimiter(int(a.FailuresPerMinute), log),
+	}
+	var err error
+	if c.reloadFailures, err = newReloadFailures(mp); err != nil {
+		return nil, nil, err
 	}
 	if k := a.APIKey.Reveal(); k != "" {
 		c.fallback = &key{name: DefaultKeyName, digest: sha256.Sum256([]byte(k)), scopes: scopeSet(1<<len(AllScopes) - 1)}

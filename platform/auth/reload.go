@@ -32,6 +32,7 @@ type watcher struct {
 	once    sync.Once
 
 	seen    [sha256.Size]byte // digest of the file's content last read
+	seenBad bool              // that content did not parse
 	lastErr string            // the last read error logged, so that it is not logged every second
 }
 
@@ -84,8 +85,11 @@ func (w *watcher) reload(trigger string, force bool) {
 	inForce := len(c.keys.Load().keys)
 	data, err := os.ReadFile(c.file)
 	if err != nil {
+		// Counted and logged once per error (the file is read every poll interval, and a missing
+		// file would count every second), and on every SIGHUP.
 		if msg := err.Error(); force || msg != w.lastErr {
 			w.lastErr = msg
+			c.reloadFailed("cannot read the file: " + msg)
 			c.log.Error("API keys file cannot be read; the keys in force stay", "file", c.file, "trigger", trigger,
 				"error", msg, "keys_in_force", inForce)
 		}
@@ -94,11 +98,17 @@ func (w *watcher) reload(trigger string, force bool) {
 	w.lastErr = ""
 	d := sha256.Sum256(data)
 	if d == w.seen && !force {
+		if !w.seenBad {
+			// Readable again after a read error, and what is in force: nothing failed now.
+			c.reloadWorked()
+		}
 		return
 	}
 	w.seen = d
 	keys, err := parseKeyFile(data)
+	w.seenBad = err != nil
 	if err != nil {
+		c.reloadFailed("not valid: " + err.Error())
 		c.log.Error("API keys file not reloaded: it is not valid; the keys in force stay", "file", c.file, "trigger", trigger,
 			"error", err.Error(), "keys_in_force", inForce)
 		return
@@ -106,6 +116,7 @@ func (w *watcher) reload(trigger string, force bool) {
 	old := c.keys.Load()
 	set := c.build(keys, old)
 	c.keys.Store(set)
+	c.reloadWorked()
 	added, removed, changed := diff(old, set)
 	c.log.Info("API keys reloaded", "file", c.file, "trigger", trigger, "keys", set.fromFile,
 		"added", added, "removed", removed, "changed", changed)
