@@ -74,16 +74,32 @@ func TestDatabaseTLS(t *testing.T) {
 		env     map[string]string
 		healthy bool
 		wantSSL bool
+		// warned: the start-up warnings of an unverified server (trust) and of an ignored
+		// DATABASE__SSL_ROOT_CERT (ignored).
+		trustWarned, ignoredWarned bool
 	}{
-		{"no encryption", map[string]string{"DATABASE__ENCRYPT": "no"}, true, false},
-		{"trusted without checks", map[string]string{"DATABASE__ENCRYPT": "yes", "DATABASE__TRUST_SERVER_CERTIFICATE": "yes"}, true, true},
-		{"verified against system roots", map[string]string{"DATABASE__ENCRYPT": "yes", "DATABASE__TRUST_SERVER_CERTIFICATE": "no"}, false, false},
-		{"verified against the root cert", map[string]string{"DATABASE__ENCRYPT": "yes", "DATABASE__TRUST_SERVER_CERTIFICATE": "no", "DATABASE__SSL_ROOT_CERT": c.CAFile()}, true, true},
+		{"no encryption", map[string]string{"DATABASE__ENCRYPT": "no"}, true, false, false, false},
+		{"trusted without checks", map[string]string{"DATABASE__ENCRYPT": "yes", "DATABASE__TRUST_SERVER_CERTIFICATE": "yes"}, true, true, true, false},
+		{"trusted, root cert ignored", map[string]string{"DATABASE__ENCRYPT": "yes", "DATABASE__TRUST_SERVER_CERTIFICATE": "yes", "DATABASE__SSL_ROOT_CERT": c.CAFile()}, true, true, true, true},
+		{"verified against system roots", map[string]string{"DATABASE__ENCRYPT": "yes", "DATABASE__TRUST_SERVER_CERTIFICATE": "no"}, false, false, false, false},
+		{"verified against the root cert", map[string]string{"DATABASE__ENCRYPT": "yes", "DATABASE__TRUST_SERVER_CERTIFICATE": "no", "DATABASE__SSL_ROOT_CERT": c.CAFile()}, true, true, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			db := servicetest.NewDBOn(t, c)
 			svc := servicetest.Start(t, db, tc.env)
+			out := svc.Output()
+			for _, w := range []struct {
+				text string
+				want bool
+			}{
+				{"level=WARNING msg=\"DATABASE__TRUST_SERVER_CERTIFICATE=yes: the connection to the database is encrypted but the server is not verified", tc.trustWarned},
+				{"level=WARNING msg=\"DATABASE__SSL_ROOT_CERT is set but ignored", tc.ignoredWarned},
+			} {
+				if strings.Contains(out, w.text) != w.want {
+					t.Errorf("start-up log has %q: %v, want %v:\n%s", w.text, !w.want, w.want, out)
+				}
+			}
 			start := time.Now()
 			if !tc.healthy {
 				m := wantJSON(t, svc, "/v1/healthz", http.StatusServiceUnavailable, map[string]string{"status": "unavailable"})

@@ -78,6 +78,7 @@ func Open(d config.Database, limits config.Limits, log *slog.Logger, mp metric.M
 		"database", d.Name, "user", d.Username, "schema", d.Schema,
 		"tls", tlsMode(d), "pool_size", int(d.PoolSize), "max_overflow", int(d.MaxOverflow),
 		"statement_timeout", limits.StatementTimeout.Duration().String())
+	warnUnverifiedTLS(d, log)
 	reach := newReachability(pool, log, len(eps))
 	db := &DB{pool: pool, poolTimeout: d.PoolTimeout.Duration(), metrics: m, reach: reach, spans: newStatementSpans(tp, d),
 		statementTimeout: limits.StatementTimeout.Duration(), exportTimeout: limits.ExportTimeout.Duration(),
@@ -300,6 +301,22 @@ func hostTLS(base *tls.Config, host string) *tls.Config {
 		tc.ServerName = host
 	}
 	return tc
+}
+
+// warnUnverifiedTLS says at start-up what DATABASE__TRUST_SERVER_CERTIFICATE=yes (the
+// specification's default) gives up with encryption on: the traffic is encrypted, but the
+// server is not verified, so whoever can intercept it can pose as the database and read every
+// answer and the password. And that DATABASE__SSL_ROOT_CERT, when set, is then ignored: an
+// operator who set it believes the server is verified.
+func warnUnverifiedTLS(d config.Database, log *slog.Logger) {
+	if !d.Encrypt || !d.TrustServerCertificate {
+		return
+	}
+	log.Warn("DATABASE__TRUST_SERVER_CERTIFICATE=yes: the connection to the database is encrypted but the server is not verified, so anyone who can intercept it can pose as the database; set DATABASE__TRUST_SERVER_CERTIFICATE=no (with DATABASE__SSL_ROOT_CERT naming the CA's certificate file when the server's certificate is not signed by a system root)")
+	if strings.TrimSpace(d.SSLRootCert) != "" {
+		log.Warn("DATABASE__SSL_ROOT_CERT is set but ignored: with DATABASE__TRUST_SERVER_CERTIFICATE=yes no certificate is checked",
+			"ssl_root_cert", d.SSLRootCert)
+	}
 }
 
 func tlsMode(d config.Database) string {
