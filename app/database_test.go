@@ -88,6 +88,8 @@ func TestDatabaseTLS(t *testing.T) {
 			t.Parallel()
 			db := servicetest.NewDBOn(t, c)
 			svc := servicetest.Start(t, db, tc.env)
+			// The log is written in the background; the start-up warnings come before this line.
+			servicetest.WaitFor(t, 5*time.Second, "the listening line", func() bool { return strings.Contains(svc.Output(), "msg=listening") })
 			out := svc.Output()
 			for _, w := range []struct {
 				text string
@@ -175,7 +177,9 @@ func TestPoolTimeout(t *testing.T) {
 		t.Errorf("second request failed after %s, want about DATABASE__POOL_TIMEOUT (1s)", d)
 	}
 
-	// The health check is bounded too: no free connection is a 503 within 3 s.
+	// The health check is bounded too: no free connection is a 503 within 3 s. (After the last
+	// check's second: healthz checks at most once a second.)
+	time.Sleep(1100 * time.Millisecond)
 	start = time.Now()
 	wantJSON(t, svc, "/v1/healthz", http.StatusServiceUnavailable, map[string]string{"status": "unavailable"})
 	if d := time.Since(start); d > 3*time.Second {
@@ -191,5 +195,6 @@ func TestPoolTimeout(t *testing.T) {
 	if got != want {
 		t.Errorf("first request: records_count = %d, want %d", got, want)
 	}
+	time.Sleep(1100 * time.Millisecond) // past the last check, with the pool exhausted
 	wantJSON(t, svc, "/v1/healthz", http.StatusOK, map[string]string{"status": "ok", "database": "ok"})
 }
