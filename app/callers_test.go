@@ -502,6 +502,9 @@ WHERE datname = current_database() AND application_name = 'emsquery' AND query L
 	start := time.Now()
 	servicetest.WaitFor(t, (5*time.Second)*5/4+5*time.Second, "the stalled exports' statements cancelled", func() bool { return copies() == 0 })
 	t.Logf("the stalled exports' COPYs ended %s after the refusals", time.Since(start).Round(time.Millisecond))
+	servicetest.WaitFor(t, 5*time.Second, "the abandoned exports logged", func() bool {
+		return strings.Count(svc.Output(), "export abandoned: the client accepted no byte for APP__WRITE_TIMEOUT") == 2
+	})
 	servicetest.WaitFor(t, 5*time.Second, "an export served after the stalled ones were abandoned", func() bool {
 		resp := export()
 		defer resp.Body.Close()

@@ -9,6 +9,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/emsanalytics/emsquery/platform/apierr"
+	"github.com/emsanalytics/emsquery/platform/httpbridge"
 )
 
 // ExportPath is the REST route of the main report's CSV export (GET; HEAD validates only).
@@ -79,6 +80,11 @@ func NewExportHandler(ex *Exporter, slots *ExportSlots, log *slog.Logger) Export
 				// The 200 and part of the CSV are out; dropping the connection before the last
 				// chunk is how HTTP/1.1 says the body is incomplete.
 				_ = netConn.Close()
+				if httpbridge.Stalled(netConn) {
+					// The client's doing, not the service's: no warning.
+					log.InfoContext(ctx, "export abandoned: the client accepted no byte for APP__WRITE_TIMEOUT; its COPY was cancelled", "bytes", res.Bytes, "duration_ms", ms)
+					return
+				}
 				code, _ := apierr.Classify(err)
 				log.WarnContext(ctx, "export incomplete: connection closed", "error", err.Error(), "code", string(code), "bytes", res.Bytes, "duration_ms", ms)
 				return

@@ -167,3 +167,11 @@ func (c *lingeringConn) writeInParts(p []byte) (int, error) {
 		}
 	}
 }
+
+// Stalled says whether conn (a connection the server got from Lingering) was abandoned at
+// APP__WRITE_TIMEOUT: for the log of a handler whose writes failed, which sees only that its
+// response was cut off.
+func Stalled(conn any) bool {
+	c, ok := conn.(*lingeringConn)
+	return ok && c.stalled.Load()
+}
