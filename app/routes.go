@@ -62,7 +62,7 @@ func (s *Server) routes(limits config.Limits, security config.Security, db *data
 		engine := graphqlserver.New(ep.schema, graphQLOptions(ep.path, limits, s.log, s.metrics.meter, s.tracer))
 		// Answers from memory where they may be (contract 6.5); the engine itself when caching is off.
 		h := cache.Handler(ep.path, engine)
-		s.mountGraphQL(ep.path, checker.Header(), httpbridge.Bounded(httpbridge.Handler(h), timeout, timedOut), checker.Require(ep.scope, graphQLRefusal))
+		s.mountGraphQL(ep.path, checker.Header(), httpbridge.Serve(h, timeout, timedOut), checker.Require(ep.scope, graphQLRefusal))
 	}
 
 	// The modules' REST routes: the key check, then the client watch (an export's own limit is

@@ -169,44 +169,45 @@ func (e *endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if a := e.c.store.get(k, epoch); a != nil {
 			return &result{hit: true, cacheable: true, answer: a, parts: [][]byte{a.body}}, nil
 		}
-		return e.compute(r, body, k, epoch), nil
+		return e.compute(w, r, body, k, epoch), nil
 	})
 	res := v.(*result)
 	switch {
-	case !mine && !res.cacheable:
-		// Errors may be the computing request's own (its timeout, its client gone): compute.
+	case mine: // computed, and sent while it was computed
+		if res.cacheable {
+			e.c.metrics.misses.Add(ctx, 1, e.attrs...)
+		} else {
+			e.c.metrics.bypasses.Add(ctx, 1, e.attrs...)
+		}
+	case !res.cacheable:
+		// Errors may be the computing request's own (its timeout, its client gone), or the
+		// answer was too large to keep: compute.
 		e.bypass(w, r, body)
-		return
 	case res.hit:
 		e.c.metrics.hits.Add(ctx, 1, e.attrs...)
 		writeAnswer(w, res.answer, res.parts, StatusHit)
-		return
-	case !mine:
-		e.c.metrics.coalesced.Add(ctx, 1, e.attrs...)
-	case res.cacheable:
-		e.c.metrics.misses.Add(ctx, 1, e.attrs...)
 	default:
-		e.c.metrics.bypasses.Add(ctx, 1, e.attrs...)
+		e.c.metrics.coalesced.Add(ctx, 1, e.attrs...)
+		writeAnswer(w, res.answer, res.parts, StatusMiss)
 	}
-	status := StatusBypass
-	if res.cacheable {
-		status = StatusMiss
-	}
-	writeAnswer(w, res.answer, res.parts, status)
 }
 
-// compute runs the engine for the request into memory, keeps the answer when it may be kept,
-// and returns it for every request coalesced on it.
-func (e *endpoint) compute(r *http.Request, body []byte, k key, epoch uint64) *result {
+// compute runs the engine for the request, its answer written to w as it comes (with a
+// Cache-Status of fwd=miss, or fwd=bypass when that is known before the first bytes go out)
+// and recorded; it keeps the answer when it may be kept, and returns it for every request
+// coalesced on it.
+func (e *endpoint) compute(w http.ResponseWriter, r *http.Request, body []byte, k key, epoch uint64) *result {
 	o := &outcome{}
 	rr := r.WithContext(context.WithValue(r.Context(), outcomeKey{}, o))
 	rr.Body = io.NopCloser(bytes.NewReader(body))
-	rec := &recorder{header: http.Header{}}
+	w.Header().Set(HeaderCacheStatus, StatusMiss)
+	rec := &recorder{w: w, limit: int(e.c.store.maxEntry)}
 	e.next.ServeHTTP(rec, rr)
 	a := rec.answer()
-	res := &result{answer: a, parts: rec.parts}
-	size := a.size() + int64(rec.size)
-	if a.status != http.StatusOK || !o.seen || o.errors || o.incomplete || size > e.c.store.maxEntry {
+	res := &result{answer: a}
+	if rec.over || rec.failed || a.status != http.StatusOK || !o.seen || o.errors || o.incomplete || a.size()+int64(rec.size) > e.c.store.maxEntry {
+		// Said where the answer is still held (all but streamed ones).
+		w.Header().Set(HeaderCacheStatus, StatusBypass)
 		return res
 	}
 	res.cacheable = true

@@ -24,6 +24,7 @@ package gqljson
 
 import (
 	"context"
+	"errors"
 	"io"
 	"math"
 	"reflect"
@@ -87,6 +88,8 @@ type slot struct {
 	w     *Writer
 	field *ast.Field
 	json  [][]byte // the value's JSON, in chunks; nil while not written here
+	// stream, instead of json, writes the value's JSON while the response is sent (List.Stream).
+	stream func(w io.Writer) error
 }
 
 // RootFields is a graphql.RootFieldMiddleware: install it with handler.Server.AroundRootFields.
@@ -104,10 +107,20 @@ func (w *Writer) RootFields(ctx context.Context, next graphql.RootResolver) grap
 	}
 	s := &slot{w: w, field: rfc.Field.Field}
 	m := next(context.WithValue(ctx, slotKey{}, s))
+	held, _ := ctx.Value(heldKey{}).(*held)
+	if s.stream != nil {
+		stream := s.stream
+		s.stream = nil
+		if held == nil { // not through Transport: written into gqlgen's response, as it comes
+			return graphql.WriterFunc(func(out io.Writer) { _ = stream(out) })
+		}
+		return graphql.WriterFunc(func(out io.Writer) {
+			_, _ = out.Write(held.addStream(ctx, stream))
+		})
+	}
 	if s.json == nil {
 		return m
 	}
-	held, _ := ctx.Value(heldKey{}).(*held)
 	return graphql.WriterFunc(func(out io.Writer) {
 		chunks := s.json
 		s.json = nil
@@ -134,7 +147,7 @@ func (w *Writer) Fields(ctx context.Context, next graphql.Resolver) (any, error)
 		return res, err
 	}
 	s, _ := ctx.Value(slotKey{}).(*slot)
-	if s == nil || s.field != fc.Field.Field || s.json != nil { // s.json: a List wrote it
+	if s == nil || s.field != fc.Field.Field || s.json != nil || s.stream != nil { // a List wrote it
 		return res, err
 	}
 	oc := graphql.GetOperationContext(ctx)
@@ -192,10 +205,21 @@ func (w *Writer) Fields(ctx context.Context, next graphql.Resolver) (any, error)
 // plus at most one chunk.
 const chunkSize = 256 << 10
 
-// chunked is JSON written in chunks.
+// chunked is JSON written in chunks, kept (full) or, with a sink, written to it as each chunk
+// fills and its buffer reused.
 type chunked struct {
 	full [][]byte
 	b    []byte
+	sink io.Writer
+	err  error // the sink's
+}
+
+// flush writes the current chunk to the sink.
+func (c *chunked) flush() {
+	if c.err == nil && len(c.b) > 0 {
+		_, c.err = c.sink.Write(c.b)
+	}
+	c.b = c.b[:0]
 }
 
 // cut follows an element of elemLen bytes: it starts a new chunk when the current one is
@@ -204,6 +228,12 @@ type chunked struct {
 // copies and allocates a list's JSON about five times over.
 func (c *chunked) cut(elemLen int) {
 	switch {
+	case c.sink != nil && len(c.b) >= streamChunk-streamChunk/8:
+		c.flush()
+	case c.sink != nil && cap(c.b)-len(c.b) < 2*elemLen:
+		b := make([]byte, len(c.b), min(max(2*cap(c.b), firstChunk), streamChunk))
+		copy(b, c.b)
+		c.b = b
 	case len(c.b) >= chunkSize-chunkSize/8:
 		c.full = append(c.full, c.b)
 		c.b = make([]byte, 0, chunkSize)
@@ -213,6 +243,10 @@ func (c *chunked) cut(elemLen int) {
 		c.b = b
 	}
 }
+
+// streamChunk is the size of the chunks a streamed List writes (List.Stream): about what one
+// write to the client takes, reused for the whole list.
+const streamChunk = 64 << 10
 
 // firstChunk is where a List starts: most lists (the dimension tables) are far smaller than a
 // chunk, and the doubling in cut reaches a chunk in a few steps for the large ones.
@@ -322,6 +356,10 @@ func (l *List[T]) Add(v *T) bool {
 		return false
 	}
 	l.out.cut(len(l.out.b) - before)
+	if l.out.err != nil {
+		l.bad = true
+		return false
+	}
 	return true
 }
 
@@ -375,6 +413,10 @@ func (l *List[T]) AddRow(field FieldFunc) bool {
 	}
 	l.out.b = append(b, '}')
 	l.out.cut(len(l.out.b) - before)
+	if l.out.err != nil {
+		l.bad = true
+		return false
+	}
 	return true
 }
 
@@ -389,7 +431,7 @@ func (l *List[T]) Fill(rows func(yield func(row [][]byte) bool) (bool, error),
 	field func(b []byte, i int, v []byte) ([]byte, bool),
 	values func(yield func(*T) bool) (bool, error)) (done bool, err error) {
 	var complete bool
-	if l.Rows() {
+	if rows != nil && l.Rows() {
 		var row [][]byte
 		f := func(b []byte, i int) ([]byte, bool) {
 			switch {
@@ -413,10 +455,43 @@ func (l *List[T]) Fill(rows func(yield func(row [][]byte) bool) (bool, error),
 	return complete && l.Done(), nil
 }
 
-// Done hands the list's JSON over; false (and nothing handed over) after a refused element.
+// ErrUnwritable is the error of a list holding a value GraphQL cannot answer: a null where the
+// schema forbids one, a NaN or an infinity.
+var ErrUnwritable = errors.New("a value of the list cannot be written as JSON (a null where the schema forbids one, NaN or an infinity)")
+
+// Stream has the list written while the response is sent, instead of now: the resolver
+// returns an empty list of its type at once, and rows (or values, as for Fill) are read when
+// the response reaches the list, each chunk of JSON going to the client before the next rows
+// are read, so that the list is never held in memory whatever its length. An error then (the
+// statement's, ErrUnwritable) ends the response: see Transport.
+func (l *List[T]) Stream(rows func(yield func(row [][]byte) bool) (bool, error),
+	field func(b []byte, i int, v []byte) ([]byte, bool),
+	values func(yield func(*T) bool) (bool, error)) {
+	l.s.stream = func(w io.Writer) error {
+		l.out.sink = w
+		done, err := l.Fill(rows, field, values)
+		switch {
+		case l.out.err != nil:
+			return l.out.err
+		case err != nil:
+			return err
+		case !done:
+			return ErrUnwritable
+		}
+		return l.out.err
+	}
+}
+
+// Done hands the list's JSON over (or, streaming, writes its last chunk); false (and nothing
+// handed over) after a refused element.
 func (l *List[T]) Done() bool {
 	if l.bad {
 		return false
+	}
+	if l.out.sink != nil {
+		l.out.b = append(l.out.b, ']')
+		l.out.flush()
+		return l.out.err == nil
 	}
 	l.out.b = append(l.out.b, ']')
 	l.s.json = l.out.done()

@@ -5,6 +5,9 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io"
 	"net/http"
 	"strconv"
 	"sync"
@@ -31,7 +34,15 @@ type heldKey struct{}
 // held is one request's JSON waiting for its place in the response.
 type held struct {
 	mu   sync.Mutex
-	json [][][]byte
+	json []heldPart
+}
+
+// heldPart is one root field's JSON: in chunks, or written by stream when its place comes,
+// ctx being the root field's (for its error, should it fail).
+type heldPart struct {
+	chunks [][]byte
+	stream func(w io.Writer) error
+	ctx    context.Context
 }
 
 // token is `"<process nonce>-<n>"`.
@@ -43,9 +54,18 @@ var nonce = func() string {
 
 // add keeps chunks and returns the token that stands for them.
 func (h *held) add(b [][]byte) []byte {
+	return h.addPart(heldPart{chunks: b})
+}
+
+// addStream keeps a stream (see List.Stream) and returns the token that stands for it.
+func (h *held) addStream(ctx context.Context, stream func(w io.Writer) error) []byte {
+	return h.addPart(heldPart{stream: stream, ctx: ctx})
+}
+
+func (h *held) addPart(p heldPart) []byte {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.json = append(h.json, b)
+	h.json = append(h.json, p)
 	return append(strconv.AppendInt([]byte(`"`+nonce), int64(len(h.json)-1), 10), '"')
 }
 
@@ -57,12 +77,16 @@ func (t Transport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Graph
 
 type splicer struct {
 	http.ResponseWriter
-	held *held
+	held   *held
+	failed bool // a stream failed: nothing more is written
 }
 
 var tokenStart = []byte(`"` + nonce)
 
 func (s *splicer) Write(p []byte) (int, error) {
+	if s.failed {
+		return 0, errAnswerFailed
+	}
 	s.held.mu.Lock()
 	pending := len(s.held.json) > 0
 	s.held.mu.Unlock()
@@ -104,14 +128,57 @@ type SharedWriter interface {
 	WriteShared(p []byte) (int, error)
 }
 
-// writeHeld writes held JSON number id (final already: see AppendString) and lets it go.
+// StreamWriter is a response writer that can drop what it holds while none of it was sent
+// (Reset) and be told that the answer failed (Fail), so that a body partly sent is cut; the
+// HTTP bridge's writer is one.
+type StreamWriter interface {
+	Reset() bool
+	Fail(err error)
+}
+
+// errAnswerFailed stops the transport's writing after a stream failed.
+var errAnswerFailed = errors.New("the answer failed while it was written")
+
+// writeHeld writes held JSON number id (final already: see AppendString) and lets it go. A
+// stream that fails ends the response: when nothing of it was sent yet, the response becomes
+// the GraphQL error of the field (data null: the whole-table lists are non-null), with the
+// errors the other fields had; otherwise the body is cut (StreamWriter.Fail).
 func (s *splicer) writeHeld(id int) error {
 	s.held.mu.Lock()
-	var chunks [][]byte
+	var part heldPart
 	if id < len(s.held.json) {
-		chunks, s.held.json[id] = s.held.json[id], nil
+		part, s.held.json[id] = s.held.json[id], heldPart{}
 	}
 	s.held.mu.Unlock()
+	if part.stream != nil {
+		err := part.stream(s.ResponseWriter)
+		if err == nil {
+			return nil
+		}
+		s.failed = true
+		sw, ok := s.ResponseWriter.(StreamWriter)
+		if !ok {
+			return err
+		}
+		contentType := s.ResponseWriter.Header().Get("Content-Type")
+		if !sw.Reset() {
+			sw.Fail(err)
+			return errAnswerFailed
+		}
+		graphql.AddError(part.ctx, err)
+		body, merr := json.Marshal(graphql.Response{Errors: graphql.GetErrors(part.ctx)})
+		if merr != nil {
+			sw.Fail(merr)
+			return errAnswerFailed
+		}
+		if contentType != "" {
+			s.ResponseWriter.Header().Set("Content-Type", contentType)
+		}
+		s.ResponseWriter.WriteHeader(http.StatusOK)
+		_, _ = s.ResponseWriter.Write(body)
+		return errAnswerFailed
+	}
+	chunks := part.chunks
 	sw, shared := s.ResponseWriter.(SharedWriter)
 	for _, c := range chunks {
 		var err error
