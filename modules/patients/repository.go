@@ -12,8 +12,9 @@ import (
 
 	"github.com/emsanalytics/emsquery/platform/apierr"
 	"github.com/emsanalytics/emsquery/platform/database"
+	"github.com/emsanalytics/emsquery/platform/graphqlserver"
+	"github.com/emsanalytics/emsquery/platform/jsonscalar"
 	"github.com/emsanalytics/emsquery/platform/keyset"
-	"github.com/emsanalytics/emsquery/platform/rowjson"
 )
 
 // Repository reads dim_patient and fact_oxygen.
@@ -88,10 +89,10 @@ func (r *Repository) EachPatientRow(ctx context.Context, page keyset.Page, fn fu
 	return r.db.ForEachRawRow(ctx, opPatients, patientsSQL, page.Args(), patientFormats, fn)
 }
 
-// PatientList is the patients of page as a list root field writes them (rowjson.List): the rows
+// PatientList is the patients of page as a list root field writes them (graphqlserver.List): the rows
 // as the database sends them, each column written to JSON by appendPatientField.
-func (r *Repository) PatientList(page keyset.Page) rowjson.Source[Patient] {
-	return rowjson.Source[Patient]{
+func (r *Repository) PatientList(page keyset.Page) graphqlserver.Source[Patient] {
+	return graphqlserver.Source[Patient]{
 		Rows: func(ctx context.Context, yield func([][]byte) bool) (bool, error) {
 			return r.EachPatientRow(ctx, page, yield)
 		},
@@ -115,12 +116,12 @@ func appendPatientField(b []byte, i int, v []byte) ([]byte, bool) {
 		b, ok := database.AppendDate(b, v)
 		return append(b, '"'), ok
 	case 3: // gender
-		return rowjson.AppendString(b, v), true
+		return jsonscalar.AppendString(b, v), true
 	case 4: // weight: float8 in binary
 		if len(v) != 8 {
 			return b, false
 		}
-		return rowjson.AppendFloat(b, math.Float64frombits(binary.BigEndian.Uint64(v)))
+		return jsonscalar.AppendFloat(b, math.Float64frombits(binary.BigEndian.Uint64(v)))
 	}
 	return b, false
 }
@@ -212,8 +213,8 @@ func (r *Repository) EachOxygen(ctx context.Context, page keyset.Page, fn func(*
 }
 
 // OxygenList is the fact_oxygen rows of page as a list root field writes them, as PatientList.
-func (r *Repository) OxygenList(page keyset.Page) rowjson.Source[Oxygen] {
-	return rowjson.Source[Oxygen]{
+func (r *Repository) OxygenList(page keyset.Page) graphqlserver.Source[Oxygen] {
+	return graphqlserver.Source[Oxygen]{
 		Rows: func(ctx context.Context, yield func([][]byte) bool) (bool, error) {
 			return r.EachOxygenRow(ctx, page, yield)
 		},
@@ -232,12 +233,12 @@ func appendOxygenField(b []byte, i int, v []byte) ([]byte, bool) {
 	case 0, 1: // sk_oxygen, record_id: bigint as text
 		return append(b, v...), true
 	case 2: // route
-		return rowjson.AppendString(b, v), true
+		return jsonscalar.AppendString(b, v), true
 	case 3: // flow_rate: float8 in binary
 		if len(v) != 8 {
 			return b, false
 		}
-		return rowjson.AppendFloat(b, math.Float64frombits(binary.BigEndian.Uint64(v)))
+		return jsonscalar.AppendFloat(b, math.Float64frombits(binary.BigEndian.Uint64(v)))
 	case 4: // administered_at
 		b = append(b, '"')
 		b, ok := appendTimestamp(b, v)

@@ -4,8 +4,8 @@ import (
 	"context"
 
 	"github.com/emsanalytics/emsquery/platform/apierr"
+	"github.com/emsanalytics/emsquery/platform/graphqlserver"
 	"github.com/emsanalytics/emsquery/platform/keyset"
-	"github.com/emsanalytics/emsquery/platform/rowjson"
 )
 
 // Patient is one dim_patient row.
@@ -17,6 +17,10 @@ type Patient struct {
 	Weight      *float64 `json:"weight"`
 }
 
+// PlainJSON declares Patient written to JSON by the GraphQL path itself (gqljson.Plain): its
+// fields are json-tagged built-in scalars.
+func (Patient) PlainJSON() {}
+
 // Oxygen is one fact_oxygen row or, with distinct fields, one distinct combination of them
 // (the other fields nil).
 type Oxygen struct {
@@ -26,6 +30,10 @@ type Oxygen struct {
 	FlowRate       *float64 `json:"flow_rate"`
 	AdministeredAt *string  `json:"administered_at"`
 }
+
+// PlainJSON declares Oxygen written to JSON by the GraphQL path itself (gqljson.Plain): its
+// fields are json-tagged built-in scalars.
+func (Oxygen) PlainJSON() {}
 
 // Resolver answers the patients root fields of /graphql.
 type Resolver struct {
@@ -43,7 +51,7 @@ func (r *Resolver) Patients(ctx context.Context, limit *int, after *int) ([]*Pat
 		return nil, err
 	}
 	// The whole table (hundreds of thousands of rows) is streamed to the client as it is read.
-	return rowjson.List(ctx, r.repo.PatientList(page), page.Whole())
+	return graphqlserver.List(ctx, r.repo.PatientList(page), page.Whole())
 }
 
 func (r *Resolver) Oxygens(ctx context.Context, distinctFields []string, limit *int, after *int) ([]*Oxygen, error) {
@@ -59,7 +67,7 @@ func (r *Resolver) Oxygens(ctx context.Context, distinctFields []string, limit *
 		return nil, apierr.BadInput("distinct_fields: one object per distinct combination is not paged; omit limit and after, or omit distinct_fields")
 	}
 	if len(cols) == 0 {
-		return rowjson.List(ctx, r.repo.OxygenList(page), page.Whole())
+		return graphqlserver.List(ctx, r.repo.OxygenList(page), page.Whole())
 	}
 	rows, err := r.repo.Oxygens(ctx, cols, page)
 	if err != nil {

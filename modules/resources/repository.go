@@ -8,8 +8,9 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/emsanalytics/emsquery/platform/database"
+	"github.com/emsanalytics/emsquery/platform/graphqlserver"
+	"github.com/emsanalytics/emsquery/platform/jsonscalar"
 	"github.com/emsanalytics/emsquery/platform/keyset"
-	"github.com/emsanalytics/emsquery/platform/rowjson"
 )
 
 // Repository reads dim_resource and dim_station.
@@ -94,10 +95,10 @@ func (r *Repository) EachResourceRow(ctx context.Context, page keyset.Page, fn f
 }
 
 // Resources returns the dim_resource rows of page ordered by sk_resource.
-// ResourceList is the dim_resource rows of page as a list root field writes them (rowjson.List):
+// ResourceList is the dim_resource rows of page as a list root field writes them (graphqlserver.List):
 // the rows as the database sends them, each column written to JSON by appendResourceField.
-func (r *Repository) ResourceList(page keyset.Page) rowjson.Source[Resource] {
-	return rowjson.Source[Resource]{
+func (r *Repository) ResourceList(page keyset.Page) graphqlserver.Source[Resource] {
+	return graphqlserver.Source[Resource]{
 		Rows: func(ctx context.Context, yield func([][]byte) bool) (bool, error) {
 			return r.EachResourceRow(ctx, page, func(row [][]byte) bool {
 				// A NULL where the decoding path scans into a non-nullable value (the schema's
@@ -125,7 +126,7 @@ func appendResourceField(b []byte, i int, v []byte) ([]byte, bool) {
 	case 0, 1, 3: // sk_resource, resource_id, station_id: integers as text, the digits strconv.AppendInt writes
 		return append(b, v...), true
 	case 2, 4: // callsign, station
-		return rowjson.AppendString(b, v), true
+		return jsonscalar.AppendString(b, v), true
 	case 5, 6: // valid_from, valid_to
 		b = append(b, '"')
 		b, ok := database.AppendDate(b, v)
@@ -197,8 +198,8 @@ func (r *Repository) EachStationResources(ctx context.Context, fn func(*StationR
 
 // StationResources returns every station with its resources (see stationResourcesSQL).
 // StationResourcesList is the stations with their resources as the root field writes them.
-func (r *Repository) StationResourcesList() rowjson.Source[StationResources] {
-	return rowjson.Source[StationResources]{
+func (r *Repository) StationResourcesList() graphqlserver.Source[StationResources] {
+	return graphqlserver.Source[StationResources]{
 		Values: r.EachStationResources,
 		All:    r.StationResources,
 	}

@@ -3,8 +3,8 @@ package resources
 import (
 	"context"
 
+	"github.com/emsanalytics/emsquery/platform/graphqlserver"
 	"github.com/emsanalytics/emsquery/platform/keyset"
-	"github.com/emsanalytics/emsquery/platform/rowjson"
 )
 
 // Resource is one dim_resource row: a version of a resource.
@@ -18,6 +18,10 @@ type Resource struct {
 	ValidTo    *string `json:"valid_to"`
 }
 
+// PlainJSON declares Resource written to JSON by the GraphQL path itself (gqljson.Plain): its
+// fields are json-tagged built-in scalars.
+func (Resource) PlainJSON() {}
+
 // StationResources is one station with the resource versions stationed there.
 type StationResources struct {
 	StationID   int32             `json:"station_id"`
@@ -25,10 +29,18 @@ type StationResources struct {
 	Resources   []StationResource `json:"resources"`
 }
 
+// PlainJSON declares StationResources written to JSON by the GraphQL path itself (gqljson.Plain): its
+// fields are json-tagged built-in scalars, lists and other such types.
+func (StationResources) PlainJSON() {}
+
 // StationResource is one resource version in a station's list.
 type StationResource struct {
 	ResourceID int32 `json:"resource_id"`
 }
+
+// PlainJSON declares StationResource written to JSON by the GraphQL path itself (gqljson.Plain): its
+// fields are json-tagged built-in scalars.
+func (StationResource) PlainJSON() {}
 
 // Resolver answers the resources root fields of /graphql.
 type Resolver struct {
@@ -46,11 +58,11 @@ func (r *Resolver) Resources(ctx context.Context, limit *int, after *int) ([]*Re
 		return nil, err
 	}
 	// The whole table is streamed to the client as it is read.
-	return rowjson.List(ctx, r.repo.ResourceList(page), page.Whole())
+	return graphqlserver.List(ctx, r.repo.ResourceList(page), page.Whole())
 }
 
 func (r *Resolver) StationResources(ctx context.Context) ([]*StationResources, error) {
-	return rowjson.List(ctx, r.repo.StationResourcesList(), false)
+	return graphqlserver.List(ctx, r.repo.StationResourcesList(), false)
 }
 
 // pointers returns pointers into rows: the []*T gqlgen wants, at the cost of one allocation

@@ -5,7 +5,7 @@ import (
 
 	"github.com/99designs/gqlgen/graphql"
 
-	"github.com/emsanalytics/emsquery/platform/rowjson"
+	"github.com/emsanalytics/emsquery/platform/graphqlserver"
 )
 
 // RecordsCount is the answer of records_count.
@@ -20,12 +20,20 @@ type DistinctValue struct {
 	Value  *string `json:"value"`
 }
 
+// PlainJSON declares DistinctValue written to JSON by the GraphQL path itself (gqljson.Plain): its
+// fields are json-tagged built-in scalars.
+func (DistinctValue) PlainJSON() {}
+
 // UniqueCount is one entry of unique_counts: how many matching records have value in column.
 type UniqueCount struct {
 	Column string  `json:"column"`
 	Count  int64   `json:"count"`
 	Value  *string `json:"value"`
 }
+
+// PlainJSON declares UniqueCount written to JSON by the GraphQL path itself (gqljson.Plain): its
+// fields are json-tagged built-in scalars.
+func (UniqueCount) PlainJSON() {}
 
 // Resolver answers the stats root fields of /graphql.
 type Resolver struct {
@@ -86,7 +94,7 @@ func (r *Resolver) RecordSeries(ctx context.Context, startDate string, endDate s
 	req := SeriesRequest{Records: f, Bucket: bucket, GroupBy: groupBy}
 	// Thousands of points (a year of days by urgency) are written to JSON from the database's
 	// bytes; the decoding path would cost a SeriesPoint, a label and several values each.
-	return rowjson.List(ctx, r.repo.SeriesList(req, r.limits), false)
+	return graphqlserver.List(ctx, r.repo.SeriesList(req, r.limits), false)
 }
 
 func (r *Resolver) RecordStats(ctx context.Context, startDate string, endDate string, measure string, groupBy []string, bucket *TimeBucket, percentiles []float64, target *float64, useOr *bool, filters []*Filter) ([]*MeasureStats, error) {

@@ -13,7 +13,8 @@ import (
 
 	"github.com/emsanalytics/emsquery/platform/apierr"
 	"github.com/emsanalytics/emsquery/platform/database"
-	"github.com/emsanalytics/emsquery/platform/rowjson"
+	"github.com/emsanalytics/emsquery/platform/graphqlserver"
+	"github.com/emsanalytics/emsquery/platform/jsonscalar"
 )
 
 // SeriesPoint is one point of record_series: the records in one bucket and, with group_by,
@@ -24,6 +25,10 @@ type SeriesPoint struct {
 	Value  *string `json:"value"`
 	Count  int64   `json:"count"`
 }
+
+// PlainJSON declares SeriesPoint written to JSON by the GraphQL path itself (gqljson.Plain): its
+// fields are json-tagged built-in scalars.
+func (SeriesPoint) PlainJSON() {}
 
 // SeriesRequest is record_series' arguments.
 type SeriesRequest struct {
@@ -279,10 +284,10 @@ func (s bucketSpec) rawLabel(b []byte) (string, bool, error) {
 	return s.label(t, 0), true, nil
 }
 
-// SeriesList is the points of req as record_series writes them (rowjson.List): the rows of
+// SeriesList is the points of req as record_series writes them (graphqlserver.List): the rows of
 // EachSeriesRow, each field written to JSON by appendSeriesField.
-func (r *Repository) SeriesList(req SeriesRequest, lim Limits) rowjson.Source[SeriesPoint] {
-	return rowjson.Source[SeriesPoint]{
+func (r *Repository) SeriesList(req SeriesRequest, lim Limits) graphqlserver.Source[SeriesPoint] {
+	return graphqlserver.Source[SeriesPoint]{
 		Rows: func(ctx context.Context, yield func([][]byte) bool) (bool, error) {
 			var fields [4][]byte
 			return r.EachSeriesRow(ctx, req, lim, func(p *SeriesRow) bool {
@@ -320,7 +325,7 @@ func (r *Repository) SeriesList(req SeriesRequest, lim Limits) rowjson.Source[Se
 func appendSeriesField(b []byte, i int, v []byte) ([]byte, bool) {
 	switch i {
 	case 0, 1, 2:
-		return rowjson.AppendString(b, v), true
+		return jsonscalar.AppendString(b, v), true
 	case 3:
 		return append(b, v...), true
 	}
