@@ -53,6 +53,7 @@ func kBLine(path, field string) (int64, error) {
 type Stat struct {
 	PID, PPID    int
 	Comm         string // the command name, as the kernel keeps it (15 characters at most)
+	State        byte   // R running, S sleeping, Z zombie, ...
 	UTime, STime int64  // the process's own user and system time
 	// CUTime and CSTime are the times of its children that it has waited for.
 	CUTime, CSTime int64
@@ -91,7 +92,7 @@ func parseStat(s string) (Stat, error) {
 	if len(f) < 15 {
 		return Stat{}, fmt.Errorf("process stat %.80q: %d fields", s, len(f))
 	}
-	st := Stat{Comm: s[open+1 : end]}
+	st := Stat{Comm: s[open+1 : end], State: f[0][0]}
 	var errs []error
 	num := func(v string) int64 {
 		n, err := strconv.ParseInt(v, 10, 64)

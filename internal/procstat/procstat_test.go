@@ -11,7 +11,7 @@ func TestParseStat(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Stat{PID: 4242, PPID: 17, Comm: "post (gres) x", UTime: 250, STime: 31, CUTime: 7, CSTime: 3}
+	want := Stat{PID: 4242, PPID: 17, Comm: "post (gres) x", State: 'S', UTime: 250, STime: 31, CUTime: 7, CSTime: 3}
 	if st != want {
 		t.Errorf("parseStat = %+v, want %+v", st, want)
 	}
