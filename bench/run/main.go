@@ -397,12 +397,14 @@ func capture(ctx context.Context, c *pgtest.Cluster, bin, tmp string, s *dataSet
 			return nil, fmt.Errorf("%s: %w", w.Name, errNoStatement)
 		}
 		if w.isExport() {
-			// The export's COPY alone, for CopyTo. Settings sent with it in the same message
-			// (SET LOCAL statement_timeout ...) do not change its speed.
+			// The message that carried the export's COPY, whole, for CopyTo: the service sends
+			// its settings with it (SET LOCAL statement_timeout = LIMITS__EXPORT_TIMEOUT; ...
+			// COPY ...), and without them the captured pool's session statement_timeout, the
+			// shorter LIMITS__STATEMENT_TIMEOUT, would cancel a long export.
 			var copyStmt string
 			for _, st := range sts {
-				if i := strings.Index(st.SQL, "COPY ("); i >= 0 && st.Simple {
-					copyStmt = st.SQL[i:]
+				if strings.Contains(st.SQL, "COPY (") && st.Simple {
+					copyStmt = st.SQL
 				}
 			}
 			if copyStmt == "" {
