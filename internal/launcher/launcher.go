@@ -101,6 +101,9 @@ func Start(o Options) (*Process, error) {
 	cmd.Env = environment(o)
 	p := &Process{cmd: cmd, out: &Buffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.out, p.out
+	// Once the process has exited, Wait gives what it left behind (a child of its own holding
+	// the output pipe) this long before it closes the pipe: Kill must not hang on it.
+	cmd.WaitDelay = 2 * time.Second
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start the service: %w", err)
 	}
