@@ -5,7 +5,6 @@ import (
 	"os"
 	"os/exec"
 	"slices"
-	"strconv"
 	"testing"
 	"time"
 
@@ -25,38 +24,28 @@ func TestPsqlCost(t *testing.T) {
 	if os.Getenv("BENCH_PSQL_COST") == "" {
 		t.Skip("set BENCH_PSQL_COST=1 to measure psql's cost per request")
 	}
-	ctx := context.Background()
-	c, err := pgtest.Start(pgtest.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Destroy()
-	cfg, err := c.ConnConfig("postgres")
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	const q = `COPY (SELECT g, md5(g::text) FROM generate_series(1, 10) g) TO STDOUT WITH (FORMAT csv, HEADER)`
-	env := []string{"PATH=" + os.Getenv("PATH"), "PGHOST=" + c.Host(), "PGPORT=" + strconv.Itoa(c.Port()), "PGDATABASE=postgres", "PGUSER=postgres", "PGPASSWORD=" + c.Password(), "PGSSLMODE=disable"}
 	psql, err := exec.LookPath("psql")
 	if err != nil {
 		t.Skip("no psql on PATH")
 	}
+	ctx := context.Background()
+	url := pgtest.New(t, pgtest.Options{}).URL("postgres")
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	const sel = `SELECT g, md5(g::text) FROM generate_series(1, 10) g`
 	var a, b []time.Duration
 	for range 40 {
 		t0 := time.Now()
 		var n byteCount
-		if _, err := conn.PgConn().CopyTo(ctx, &n, q); err != nil {
+		if _, err := conn.PgConn().CopyTo(ctx, &n, "COPY ("+sel+") TO STDOUT WITH (FORMAT csv, HEADER)"); err != nil {
 			t.Fatal(err)
 		}
 		a = append(a, time.Since(t0))
 		t0 = time.Now()
-		cmd := exec.Command(psql, "-X", "-q", "-v", "ON_ERROR_STOP=1", "-c", `\copy (SELECT g, md5(g::text) FROM generate_series(1, 10) g) to stdout with (format csv, header)`)
-		cmd.Env = env
+		cmd := exec.Command(psql, "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", url, "-c", `\copy (`+sel+`) to stdout with (format csv, header)`)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatal(err, string(out))
 		}
