@@ -344,7 +344,8 @@ type service struct {
 }
 
 // startService builds the service and starts it against cfg's database (internal/launcher),
-// with a pool of two and warnings only in its log; it returns once /v1/ping answers.
+// with a pool of two, warnings only in its log and no telemetry; it returns once /v1/ping
+// answers.
 func startService(ctx context.Context, cfg *pgx.ConnConfig) (*service, error) {
 	dir, err := os.MkdirTemp("", "exportbench-")
 	if err != nil {
@@ -362,6 +363,7 @@ func startService(ctx context.Context, cfg *pgx.ConnConfig) (*service, error) {
 		"DATABASE__NAME": cfg.Database, "DATABASE__USERNAME": cfg.User, "DATABASE__PASSWORD": cfg.Password,
 		"DATABASE__ENCRYPT": "no", "DATABASE__POOL_SIZE": "2",
 		"LOG__PATH": dir, "LOG__FILE__ENABLED": "false", "LOG__LEVEL": "WARNING", "OTEL_METRICS_EXPORTER": "none",
+		"OTEL_TRACES_EXPORTER": "none", // the default pushes to a collector that is not there
 	}
 	url, err := launcher.Loopback(settings)
 	if err != nil {
