@@ -1,6 +1,7 @@
 package graphqlserver
 
 import (
+	"bytes"
 	"net/http"
 	"sort"
 
@@ -8,18 +9,25 @@ import (
 )
 
 // recorder is the writer an answer that may be kept is written into: it passes every write on
-// to the client's writer at once and keeps a copy for the cache, up to limit bytes; past that
-// the copy is dropped and the answer is not kept (a whole table streamed to its client costs
-// the cache nothing).
+// to the client's writer at once and keeps a copy for the cache, in parts (never copied to grow),
+// up to limit bytes; past that the copy is dropped and the answer is not kept (a whole table
+// streamed to its client costs the cache nothing).
 type recorder struct {
 	w      responseWriter
 	limit  int64
 	status int
-	body   []byte
+	parts  [][]byte
 	size   int64
 	over   bool // more than limit: nothing kept
 	failed bool
 }
+
+// maxRecorded bounds the copy of one answer whatever CACHE__MAX_BYTES is, so that what a
+// streamed answer costs does not grow with the cache's size: larger answers are not kept.
+const maxRecorded = 16 << 20
+
+// recordPart is the size of the parts the copy is kept in.
+const recordPart = 64 << 10
 
 func (r *recorder) Header() http.Header { return r.w.Header() }
 
@@ -34,10 +42,18 @@ func (r *recorder) Write(p []byte) (int, error) {
 	r.size += int64(len(p))
 	switch {
 	case r.over:
-	case r.size > r.limit:
-		r.over, r.body = true, nil
+	case r.size > min(r.limit, maxRecorded):
+		r.over, r.parts = true, nil
 	default:
-		r.body = append(r.body, p...)
+		for rest := p; len(rest) > 0; {
+			if n := len(r.parts); n == 0 || len(r.parts[n-1]) == cap(r.parts[n-1]) {
+				r.parts = append(r.parts, make([]byte, 0, max(recordPart, min(len(rest), maxRecorded))))
+			}
+			last := &r.parts[len(r.parts)-1]
+			k := min(len(rest), cap(*last)-len(*last))
+			*last = append(*last, rest[:k]...)
+			rest = rest[k:]
+		}
 	}
 	return r.w.Write(p)
 }
@@ -47,7 +63,7 @@ func (r *recorder) Reset() bool {
 	if !r.w.Reset() {
 		return false
 	}
-	r.status, r.body, r.size, r.over = 0, nil, 0, false
+	r.status, r.parts, r.size, r.over = 0, nil, 0, false
 	r.failed = true // an answer that had to be reset is an error answer: never kept
 	return true
 }
@@ -67,7 +83,10 @@ func (r *recorder) answer() *answercache.Answer {
 	if r.over || r.failed || status != http.StatusOK {
 		return nil
 	}
-	a := &answercache.Answer{Status: status, Body: r.body}
+	a := &answercache.Answer{Status: status, Body: bytes.Join(r.parts, nil)}
+	if len(r.parts) == 1 {
+		a.Body = r.parts[0]
+	}
 	h := r.w.Header()
 	keys := make([]string, 0, len(h))
 	for k := range h {

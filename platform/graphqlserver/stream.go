@@ -35,23 +35,21 @@ const streamAt = 64 << 10
 var errCut = errors.New("the answer failed after its first bytes were sent")
 
 // run answers c with answer, run in a goroutine of its own with a request context that ends
-// after timeout (cause: the error what still runs fails with) or when the client closes its
-// connection, and a writer that holds the first streamAt bytes. When answer ends first, its
+// after timeout, unless the answer streams by then (cause: the error what still runs fails
+// with), or when the client closes its connection, and a writer that holds the first streamAt
+// bytes. When answer ends first, its
 // answer is sent as a whole; when it writes more, the held bytes and the rest go out as a
 // chunked body while it writes (httpbridge.SendStream), each write waiting until the client's
 // connection has taken the previous one, and the request context lives until answer returns.
 func run(c *fiber.Ctx, timeout time.Duration, cause error, answer func(ctx context.Context, w responseWriter)) {
-	parent := c.UserContext()
-	var (
-		tctx          context.Context
-		cancelTimeout context.CancelFunc
-	)
-	if timeout > 0 {
-		tctx, cancelTimeout = context.WithTimeoutCause(parent, timeout, cause)
-	} else { // no bound of its own (tests)
-		tctx, cancelTimeout = context.WithCancel(parent)
+	// The request's time bound (LIMITS__REQUEST_TIMEOUT) is on computing the answer: it ends
+	// when the answer starts to stream, whose pace is the client's (a steady reader is never
+	// cut; one that stops reading is the write timeout's).
+	ctx, cancel := context.WithCancelCause(c.UserContext())
+	stopTimer := func() bool { return false }
+	if timeout > 0 { // 0: no bound of its own (tests)
+		stopTimer = time.AfterFunc(timeout, func() { cancel(cause) }).Stop
 	}
-	ctx, cancel := context.WithCancelCause(tctx)
 	stopWatch := httpbridge.WatchClient(c.Context().Conn(), cancel)
 	w := &streamWriter{header: http.Header{}, started: make(chan struct{}), flowing: make(chan struct{})}
 	done := make(chan struct{})
@@ -62,8 +60,8 @@ func run(c *fiber.Ctx, timeout time.Duration, cause error, answer func(ctx conte
 	select {
 	case <-done:
 		stopWatch()
+		stopTimer()
 		cancel(nil)
-		cancelTimeout()
 		w.writeHead(c)
 		c.Response().SetBodyRaw(w.held)
 		if httpbridge.IsClientGone(context.Cause(ctx)) {
@@ -75,6 +73,7 @@ func run(c *fiber.Ctx, timeout time.Duration, cause error, answer func(ctx conte
 	// Streaming: a client that leaves now shows as a failed write; the watch must not look at
 	// the socket once fasthttp may read the client's next request from it.
 	stopWatch()
+	stopTimer()
 	w.writeHead(c)
 	pr, pw := io.Pipe()
 	w.pipe = pw
@@ -90,7 +89,6 @@ func run(c *fiber.Ctx, timeout time.Duration, cause error, answer func(ctx conte
 			_ = pw.Close()
 		}
 		cancel(nil)
-		cancelTimeout()
 	}()
 	close(w.flowing)
 }

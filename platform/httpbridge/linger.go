@@ -48,7 +48,8 @@ func (l lingeringListener) Accept() (net.Conn, error) {
 // the socket in the background, once the client has stopped sending or lingerTimeout passed.
 type lingeringConn struct {
 	tcpConn
-	once sync.Once
+	once   sync.Once
+	corked corked // see cork.go
 }
 
 func (c *lingeringConn) Close() error {

@@ -40,19 +40,22 @@ func (s *stream) end(err error) {
 // chunked body's last chunk, so no client can take what it received for a whole answer. When
 // the client stops taking bytes for good (its connection failed), the pipe's reader is closed:
 // the writer's next write fails.
+// The connection is corked while the body is sent (see cork.go).
 func SendStream(c *fiber.Ctx, r *io.PipeReader) {
 	s := &stream{}
 	c.Locals(streamKey{}, s)
-	c.Response().SetBodyStream(&streamBody{r: r, s: s}, -1)
+	b := &streamBody{r: r, s: s, uncork: cork(c.Context().Conn())}
+	c.Response().SetBodyStream(b, -1)
 }
 
 // streamBody is the body stream fasthttp reads: the pipe, counted; fasthttp closes it when it
 // has sent the body or failed to, which is when the stream ends.
 type streamBody struct {
-	r   *io.PipeReader
-	s   *stream
-	eof bool
-	err error
+	r      *io.PipeReader
+	s      *stream
+	eof    bool
+	err    error
+	uncork func()
 }
 
 func (b *streamBody) Read(p []byte) (int, error) {
@@ -75,6 +78,8 @@ func (b *streamBody) Close() error {
 		err = errClientGone // fasthttp stopped reading: its write to the client failed
 	}
 	_ = b.r.CloseWithError(errClientGone)
+	// fasthttp has written the last chunk into the socket (or failed): out with it now.
+	b.uncork()
 	b.s.end(err)
 	return nil
 }
