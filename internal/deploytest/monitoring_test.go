@@ -287,3 +287,17 @@ func promqlNames(expr string) (metrics []string, selected map[string][]string, g
 	}
 	return metrics, selected, grouped
 }
+
+// The PromQL reading that the metric check relies on.
+func TestPromqlNames(t *testing.T) {
+	metrics, selected, grouped := promqlNames(`histogram_quantile(0.99, sum by (le, http_route) (rate(a_bucket{x="y,z}", w=~"5.."}[5m]))) / on(instance) b_total > 0.05 unless up == 0`)
+	if !slices.Equal(metrics, []string{"a_bucket", "b_total", "up"}) {
+		t.Errorf("metrics %q", metrics)
+	}
+	if !slices.Equal(selected["a_bucket"], []string{"x", "w"}) {
+		t.Errorf("selected %q", selected)
+	}
+	if !slices.Equal(grouped, []string{"le", "http_route", "instance"}) {
+		t.Errorf("grouped %q", grouped)
+	}
+}

@@ -235,8 +235,7 @@ func install(t *testing.T, uid int, keys bool, settings map[string]string, keysJ
 	envFile := under(strings.TrimPrefix(service["EnvironmentFile"][0], "-"))
 
 	// The operator's edit: the database, the key, and a free port.
-	port := freePort(t)
-	settings["APP__PORT"] = strconv.Itoa(port)
+	settings["APP__PORT"] = strconv.Itoa(freePort(t))
 	b, err := os.ReadFile(envFile)
 	if err != nil {
 		t.Fatal(err)
@@ -312,10 +311,20 @@ func install(t *testing.T, uid int, keys bool, settings map[string]string, keysJ
 		}
 		argv = append(argv, a)
 	}
-	p := deploytest.Start(t, argv, envList(env), "/", cred)
-	base := "http://127.0.0.1:" + strconv.Itoa(port)
-	p.WaitStatus(t, base+"/v1/healthz", 200, 30*time.Second)
-	return &installed{root: root, base: base, logs: logs, proc: p}
+	for attempt := 1; ; attempt++ {
+		p := deploytest.Start(t, argv, envList(env), "/", cred)
+		base := "http://127.0.0.1:" + env["APP__PORT"]
+		err := p.Await(base+"/v1/healthz", 200, 30*time.Second)
+		if err == nil {
+			return &installed{root: root, base: base, logs: logs, proc: p}
+		}
+		if !p.AddressInUse() || attempt == 3 {
+			t.Fatalf("%v\noutput:\n%s", err, p.Output())
+		}
+		// Another process took the port between the test picking it and the service binding it:
+		// another port, in the environment systemd passes (the env file says the first).
+		env["APP__PORT"] = strconv.Itoa(freePort(t))
+	}
 }
 
 // fileSetting names the settings whose value is a file or folder, taken under the test's root.
