@@ -6,6 +6,8 @@
 // real service binary against a real PostgreSQL (internal/pgtest) and names, in its comment,
 // what it emulates and how.
 //
-// A test that needs a component it cannot find (PostgreSQL, helm, promtool) skips on a
-// developer's machine and fails when CI is set, as internal/pgtest does.
+// A test that needs a component it cannot find (PostgreSQL, psql, helm, promtool, root for the
+// systemd test's other user) skips on a developer's machine and fails when CI is set, as
+// internal/pgtest does. The one exception is systemd-analyze, an extra reading of the unit's
+// syntax where Debian's systemd package is installed; TestSystemd checks the unit without it.
 package deploytest
