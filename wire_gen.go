@@ -62,7 +62,7 @@ func initService(cfg *config.Config, svc telemetry.Service) (*app.Server, func()
 		return nil, nil, err
 	}
 	authentication := cfg.Authentication
-	checker, cleanup5, err := auth.NewChecker(authentication, logger)
+	checker, cleanup5, err := auth.NewChecker(authentication, logger, meterProvider)
 	if err != nil {
 		cleanup4()
 		cleanup3()

@@ -84,6 +84,7 @@ func (w *watcher) reload(trigger string, force bool) {
 	inForce := len(c.keys.Load().keys)
 	data, err := os.ReadFile(c.file)
 	if err != nil {
+		c.countReloadFailure("read")
 		if msg := err.Error(); force || msg != w.lastErr {
 			w.lastErr = msg
 			c.log.Error("API keys file cannot be read; the keys in force stay", "file", c.file, "trigger", trigger,
@@ -99,6 +100,7 @@ func (w *watcher) reload(trigger string, force bool) {
 	w.seen = d
 	keys, err := parseKeyFile(data)
 	if err != nil {
+		c.countReloadFailure("invalid")
 		c.log.Error("API keys file not reloaded: it is not valid; the keys in force stay", "file", c.file, "trigger", trigger,
 			"error", err.Error(), "keys_in_force", inForce)
 		return
