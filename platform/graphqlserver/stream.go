@@ -3,7 +3,6 @@ package graphqlserver
 import (
 	"context"
 	"errors"
-	"io"
 	"net/http"
 	"sync"
 	"time"
@@ -75,9 +74,9 @@ func run(c *fiber.Ctx, timeout time.Duration, cause error, answer func(ctx conte
 	stopWatch()
 	stopTimer()
 	w.writeHead(c)
-	pr, pw := io.Pipe()
+	pw := httpbridge.NewPipe()
 	w.pipe = pw
-	httpbridge.SendStream(c, pr)
+	httpbridge.SendStream(c, pw)
 	go func() {
 		<-done
 		w.mu.Lock()
@@ -100,7 +99,7 @@ type streamWriter struct {
 	held    []byte
 	started chan struct{} // closed when the held bytes overflow streamAt
 	flowing chan struct{} // closed when the pipe is in place
-	pipe    *io.PipeWriter
+	pipe    *httpbridge.Pipe
 
 	mu        sync.Mutex
 	streaming bool

@@ -34,14 +34,13 @@ func (s *stream) end(err error) {
 }
 
 // SendStream makes r, which its writer goes on filling after the handler returned, c's body:
-// chunked, sent as fasthttp reads it. A write to the pipe waits until fasthttp has taken the
-// previous one, so a response costs the pipe's one buffer, whatever its size. A writer that
-// closes the pipe with an error cuts the body: fasthttp then closes the connection without the
-// chunked body's last chunk, so no client can take what it received for a whole answer. When
-// the client stops taking bytes for good (its connection failed), the pipe's reader is closed:
-// the writer's next write fails.
+// chunked, sent as fasthttp reads it. A response costs the pipe's buffers, whatever its size. A
+// writer that closes the pipe with an error cuts the body: fasthttp then closes the connection
+// without the chunked body's last chunk, so no client can take what it received for a whole
+// answer. When the client stops taking bytes for good (its connection failed), the pipe's
+// reader is closed: the writer's next write fails.
 // The connection is corked while the body is sent (see cork.go).
-func SendStream(c *fiber.Ctx, r *io.PipeReader) {
+func SendStream(c *fiber.Ctx, r *Pipe) {
 	s := &stream{}
 	c.Locals(streamKey{}, s)
 	b := &streamBody{r: r, s: s, uncork: cork(c.Context().Conn())}
@@ -51,7 +50,7 @@ func SendStream(c *fiber.Ctx, r *io.PipeReader) {
 // streamBody is the body stream fasthttp reads: the pipe, counted; fasthttp closes it when it
 // has sent the body or failed to, which is when the stream ends.
 type streamBody struct {
-	r      *io.PipeReader
+	r      *Pipe
 	s      *stream
 	eof    bool
 	err    error
@@ -77,7 +76,7 @@ func (b *streamBody) Close() error {
 	if !b.eof && err == nil {
 		err = errClientGone // fasthttp stopped reading: its write to the client failed
 	}
-	_ = b.r.CloseWithError(errClientGone)
+	b.r.closeRead()
 	// fasthttp has written the last chunk into the socket (or failed): out with it now.
 	b.uncork()
 	b.s.end(err)
