@@ -196,12 +196,14 @@ func (ps *parts) write(w responseWriter, resp *graphql.Response) error {
 
 // fail ends an answer whose stream failed with err (see write).
 func (ps *parts) fail(w responseWriter, p part, err error) {
+	// The field's error, as any: presented (and logged with the request id, for a code the
+	// client sees only as a code) whether the answer can still carry it or is cut.
+	graphql.AddError(p.ctx, err)
 	contentType := w.Header().Get("Content-Type")
 	if !w.Reset() {
 		w.Fail(err)
 		return
 	}
-	graphql.AddError(p.ctx, err)
 	body, merr := json.Marshal(graphql.Response{Errors: graphql.GetErrors(p.ctx)})
 	if merr != nil {
 		w.Fail(merr)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/99designs/gqlgen/graphql"
 
+	"github.com/emsanalytics/emsquery/platform/database"
 	"github.com/emsanalytics/emsquery/platform/gqljson"
 )
 
@@ -55,6 +56,17 @@ func List[T any](ctx context.Context, src Source[T], stream bool) ([]*T, error) 
 				return src.Values(ctx, yield)
 			}
 			if stream {
+				// Read while it is sent: the statement's time is the client's pace too.
+				sctx := database.Streamed(ctx)
+				if rows != nil {
+					rows = func(yield func(row [][]byte) bool) (bool, error) { return src.Rows(sctx, yield) }
+				}
+				values = func(yield func(*T) bool) (bool, error) {
+					if src.Values == nil {
+						return false, errNoSource
+					}
+					return src.Values(sctx, yield)
+				}
 				s.stream = func(w io.Writer) error { return l.WriteTo(w, rows, src.Column, values) }
 				return []*T{}, nil
 			}
