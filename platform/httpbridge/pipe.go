@@ -1,7 +1,6 @@
 package httpbridge
 
 import (
-	"errors"
 	"io"
 	"sync"
 )
@@ -38,8 +37,6 @@ type Pipe struct {
 func NewPipe() *Pipe {
 	return &Pipe{full: make(chan []byte, pipeBuffers), free: make(chan []byte, pipeBuffers+1), gone: make(chan struct{})}
 }
-
-var errPipeClosed = errors.New("write to a closed body")
 
 // Write copies p into the pipe.
 func (p *Pipe) Write(b []byte) (int, error) {
