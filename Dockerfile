@@ -20,5 +20,6 @@ ENV APP__HOST=0.0.0.0 \
     LOG__PATH=/app/logs
 USER 65532:65532
 EXPOSE 9090
+# Healthy when ready: --healthcheck asks /v1/healthz, which answers 200 only while the database does.
 HEALTHCHECK --interval=30s --timeout=5s --start-period=5s --retries=3 CMD ["/app/emsquery", "--healthcheck"]
 ENTRYPOINT ["/app/emsquery"]

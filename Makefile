@@ -1,6 +1,7 @@
 # Two commands set everything up on a fresh Debian machine:
 #   make demo   throwaway PostgreSQL + demo data + the service on http://127.0.0.1:9090
-#   make test   every test (installs PostgreSQL, Chromium and Prometheus when missing)
+#   make test   every test (installs PostgreSQL, Chromium, Prometheus, PgBouncer and a pinned Helm
+#               when missing)
 #   make test-traces  the trace tests against a real Jaeger (built once, ~30 min the first time)
 
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)

@@ -31,7 +31,7 @@ func run() int {
 	}
 	envFile := flag.String("env-file", "", "read settings from this env file (default: .env in the working folder, when present); the environment wins")
 	showVersion := flag.Bool("version", false, "print the version and exit")
-	healthcheck := flag.Bool("healthcheck", false, "exit 0 when the service on APP__HOST:APP__PORT answers /v1/ping, 1 otherwise (for container health checks)")
+	healthcheck := flag.Bool("healthcheck", false, "exit 0 when the service on APP__HOST:APP__PORT is ready (/v1/healthz: it answers and so does its database), 1 otherwise (for container health checks)")
 	flag.Parse()
 	if *showVersion {
 		fmt.Println(version)
@@ -62,13 +62,19 @@ func run() int {
 	return 0
 }
 
-// probe asks a running service for /v1/ping; distroless images have no curl for HEALTHCHECK.
+// probe asks a running service for /v1/healthz (readiness: a container whose database cannot
+// be reached is not healthy), or /v1/ping when APP__HEALTH_CHECKS_ENABLED=false turned that
+// route off; distroless images have no curl for HEALTHCHECK.
 func probe(cfg *config.Config) int {
 	host := cfg.App.Host
 	if host == "0.0.0.0" || host == "::" || host == "" {
 		host = "127.0.0.1"
 	}
-	url := "http://" + net.JoinHostPort(host, strconv.Itoa(int(cfg.App.Port))) + "/v1/ping"
+	path := "/v1/healthz"
+	if !cfg.App.HealthChecksEnabled {
+		path = "/v1/ping"
+	}
+	url := "http://" + net.JoinHostPort(host, strconv.Itoa(int(cfg.App.Port))) + path
 	client := http.Client{Timeout: 3 * time.Second}
 	resp, err := client.Get(url)
 	if err != nil {

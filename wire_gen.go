@@ -71,10 +71,10 @@ func initService(cfg *config.Config, svc telemetry.Service) (*app.Server, func()
 		return nil, nil, err
 	}
 	repository := stats.NewRepository(db)
-	statsLimits := stats.NewLimits(limits)
+	maxPage := keyset.NewMaxPage(limits)
+	statsLimits := stats.NewLimits(limits, maxPage)
 	resolver := stats.NewResolver(repository, statsLimits)
 	resourcesRepository := resources.NewRepository(db)
-	maxPage := keyset.NewMaxPage(cfg)
 	resourcesResolver := resources.NewResolver(resourcesRepository, maxPage)
 	patientsRepository := patients.NewRepository(db)
 	patientsResolver := patients.NewResolver(patientsRepository, maxPage)

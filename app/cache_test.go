@@ -74,7 +74,7 @@ func waitCacheLive(t *testing.T, svc *servicetest.Service) {
 func wantStatus(t *testing.T, what string, a reply, status int, cacheStatus string) {
 	t.Helper()
 	if a.status != status || a.cacheStatus() != cacheStatus {
-		t.Errorf("%s: HTTP %d, Cache-Status %q; want %d, %q\n%s", what, a.status, a.cacheStatus(), status, cacheStatus, a.body)
+		t.Errorf("%s: HTTP %d, Cache-Status %q; want %d, %q\n%.500s", what, a.status, a.cacheStatus(), status, cacheStatus, a.body)
 	}
 }
 

@@ -740,7 +740,7 @@ func scrapeValue(t *testing.T, target, name string) float64 {
 }
 
 // TestKeysFileReloadFailure: a keys file that does not parse, read again on SIGHUP, is counted in
-// auth.keys.reload.failures and shown in healthz (why, to a key holder only); the keys in force
+// emsquery.auth.keys.reload.failures and shown in healthz (why, to a key holder only); the keys in force
 // stay; a good file again clears healthz.
 func TestKeysFileReloadFailure(t *testing.T) {
 	db := servicetest.FixtureDB(t)
@@ -752,7 +752,7 @@ func TestKeysFileReloadFailure(t *testing.T) {
 	env["AUTHENTICATION__API_KEY"] = ""
 	env["AUTHENTICATION__API_KEYS_POLL_INTERVAL"] = "0" // SIGHUP only
 	svc := servicetest.Start(t, db, env)
-	const metric = "auth_keys_reload_failures_total"
+	const metric = "emsquery_auth_keys_reload_failures_total"
 	keysFile := func(h map[string]string) string {
 		t.Helper()
 		resp, body := svc.Get(t, "/v1/healthz", h)

@@ -6,9 +6,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/gofiber/fiber/v2/middleware/adaptor"
 
-	"github.com/emsanalytics/emsquery/platform/answercache"
 	"github.com/emsanalytics/emsquery/platform/graphiql"
-	"github.com/emsanalytics/emsquery/platform/graphqlserver"
 )
 
 // graphiQLAssets is where the GraphiQL page's scripts and styles are served, without a key.
@@ -34,10 +32,9 @@ func (s *Server) mountGraphiQLAssets() {
 }
 
 // mountGraphQL serves one GraphQL endpoint: a browser's GET gets the GraphiQL page without a
-// key; every other request needs the key, and requests that are not GraphQL requests are
-// answered before gqlgen reads them (graphqlserver.CheckRequest). Every GraphQL response has a
-// Cache-Status (answercache.Status marks those the cache never saw).
-func (s *Server) mountGraphQL(path, keyHeader string, srv fiber.Handler, gqlAuth fiber.Handler) {
+// key; every other request goes to the endpoint's handlers (the key check, then the GraphQL
+// path: platform/graphqlserver).
+func (s *Server) mountGraphQL(path, keyHeader string, handlers []fiber.Handler) {
 	prefix := string(s.cfg.RootPath)
 	page := adaptor.HTTPHandler(graphiql.Page{
 		Title:      "emsquery " + path,
@@ -51,7 +48,7 @@ func (s *Server) mountGraphQL(path, keyHeader string, srv fiber.Handler, gqlAuth
 		}
 		return c.Next()
 	})
-	s.fiber.All(path, answercache.Status, gqlAuth, graphqlserver.CheckRequest, srv)
+	s.fiber.All(path, handlers...)
 }
 
 // wantsPage mirrors graphiql.WantsPage for a Fiber request: a browser's GET (text/html in

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"context"
 	"log/slog"
 
 	"github.com/gofiber/fiber/v2"
@@ -10,6 +11,7 @@ import (
 	"github.com/emsanalytics/emsquery/app/gqllookups"
 	"github.com/emsanalytics/emsquery/app/gqlpublic"
 	"github.com/emsanalytics/emsquery/app/gqlserve"
+	"github.com/emsanalytics/emsquery/platform/answercache"
 	"github.com/emsanalytics/emsquery/platform/apierr"
 	"github.com/emsanalytics/emsquery/platform/auth"
 	"github.com/emsanalytics/emsquery/platform/config"
@@ -23,33 +25,22 @@ type GraphQLEndpoints struct {
 	Lookups gqllookups.Schema // /lookups/graphql: the reporting client's drop-down lists
 }
 
-// directJSONTypes are the object types whose values platform/gqljson writes to JSON itself
-// instead of gqlgen's per-field marshalers: plain structs bound field by field with json tags,
-// with built-in scalars, lists and each other. The large lists (patients, oxygens, the main
-// report's rows) are why; even a list of twenty stations costs gqlgen three times as much. A
-// lone small object (records_count's) is cheaper through gqlgen, so RecordsCount is not here.
-// directjson_internal_test.go checks the answers are gqlgen's own, byte for byte.
-var directJSONTypes = []string{
-	"Patient", "Oxygen", "Resource", "StationResources", "StationResource",
-	"DistinctValue", "UniqueCount", "SeriesPoint", "MeasureStats", "GroupValue", "Percentile",
-	"MainReport", "MainReportRow", "MainReportSummary", "ValueCount", "Station",
-}
-
-// bulkFields answer whole tables (hundreds of thousands of rows): see gqljson.LimitBulk.
-var bulkFields = []string{"patients", "oxygens"}
-
 // graphQLOptions are the engine options of the GraphQL endpoint at route; meter creates its
-// operation metrics (nil: none), tp its operation spans.
-func graphQLOptions(route string, limits config.Limits, log *slog.Logger, meter metric.Meter, tp trace.TracerProvider) graphqlserver.Options {
+// operation metrics (nil: none), tp its operation spans, cache keeps its answers (nil: none).
+func graphQLOptions(route string, limits config.Limits, cache *answercache.Cache, log *slog.Logger, meter metric.Meter, tp trace.TracerProvider) graphqlserver.Options {
+	timeout := limits.RequestTimeout.Duration()
 	return graphqlserver.Options{
 		Route:              route,
 		MaxQueryDepth:      int(limits.QueryDepth),
 		MaxQueryComplexity: int(limits.QueryComplexity),
-		Log:                log,
-		Meter:              meter,
-		DurationBuckets:    durationBuckets,
-		TracerProvider:     tp,
-		DirectJSON:         &graphqlserver.DirectJSON{Types: directJSONTypes, BulkFields: bulkFields},
+		// GraphQL requests end at LIMITS__REQUEST_TIMEOUT or when their client leaves.
+		RequestTimeout:  timeout,
+		TimedOut:        apierr.RequestTimedOut(timeout, context.DeadlineExceeded),
+		Cache:           cache,
+		Log:             log,
+		Meter:           meter,
+		DurationBuckets: durationBuckets,
+		TracerProvider:  tp,
 	}
 }
 

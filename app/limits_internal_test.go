@@ -15,7 +15,6 @@ import (
 
 	"github.com/emsanalytics/emsquery/app/gqlpublic"
 	"github.com/emsanalytics/emsquery/platform/config"
-	"github.com/emsanalytics/emsquery/platform/graphqlserver"
 )
 
 // The document limits (platform/graphqlserver) in /graphql's gqlgen server, built as the server
@@ -91,7 +90,7 @@ var testLimits = config.Limits{QueryDepth: 15, QueryComplexity: 1000}
 func limitsServer(t *testing.T) http.Handler {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	return graphqlserver.New(gqlpublic.NewSchema(&gqlpublic.Resolver{}), graphQLOptions("/graphql", testLimits, log, nil, nil))
+	return newTestEndpoint(gqlpublic.NewSchema(&gqlpublic.Resolver{}), graphQLOptions("/graphql", testLimits, nil, log, nil, nil))
 }
 
 func postQuery(t *testing.T, h http.Handler, query string) gqlResult {

@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/emsanalytics/emsquery/platform/auth"
+	"github.com/emsanalytics/emsquery/platform/httpbridge"
 	"github.com/emsanalytics/emsquery/platform/metricattrs"
 )
 
@@ -96,7 +97,6 @@ func (m *serviceMetrics) handler(c *fiber.Ctx) error {
 	active := m.activeSets[method]
 	ctx := c.UserContext()
 	m.active.Add(ctx, 1, active...)
-	defer m.active.Add(ctx, -1, active...)
 
 	err := c.Next()
 	status := c.Response().StatusCode()
@@ -109,7 +109,12 @@ func (m *serviceMetrics) handler(c *fiber.Ctx) error {
 		}
 	}
 	route := m.routeTemplate(c)
-	m.duration.Record(ctx, time.Since(start).Seconds(), m.httpSets.Get(httpKey{method, route, auth.KeyName(c), status})...)
+	set := m.httpSets.Get(httpKey{method, route, auth.KeyName(c), status})
+	// A streamed answer is active, and lasts, until its last byte is sent.
+	httpbridge.AfterBody(c, func(int64, error) {
+		m.active.Add(ctx, -1, active...)
+		m.duration.Record(ctx, time.Since(start).Seconds(), set...)
+	})
 	return err
 }
 

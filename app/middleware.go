@@ -9,6 +9,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/emsanalytics/emsquery/platform/auth"
+	"github.com/emsanalytics/emsquery/platform/httpbridge"
 	"github.com/emsanalytics/emsquery/platform/requestctx"
 )
 
@@ -87,16 +88,25 @@ func accessLog(log *slog.Logger) fiber.Handler {
 		if !h.Enabled(ctx, level) {
 			return err
 		}
-		// The record is built here rather than by log.Log, which would also take the caller's
-		// program counter (runtime.Callers, for a source location no handler of ours writes)
-		// and box each attribute in an interface first, on every request.
-		r := slog.NewRecord(time.Now(), level, "request", 0)
-		r.AddAttrs(slog.String("method", c.Method()), slog.String("path", path), slog.Int("status", status),
-			slog.Float64("duration_ms", float64(time.Since(start).Microseconds())/1000))
-		if name := auth.KeyName(c); name != "" {
-			r.AddAttrs(slog.String("key_name", name))
-		}
-		_ = h.Handle(ctx, r)
+		// Copies: fasthttp reuses the request's buffers once it is answered.
+		method, path, name := strings.Clone(c.Method()), strings.Clone(path), auth.KeyName(c)
+		// The line is written when the answer's last byte went out: a streamed answer's size
+		// and duration are known only then (and it may be cut: cut=true, the reason).
+		httpbridge.AfterBody(c, func(size int64, serr error) {
+			// The record is built here rather than by log.Log, which would also take the
+			// caller's program counter (runtime.Callers, for a source location no handler of
+			// ours writes) and box each attribute in an interface first, on every request.
+			r := slog.NewRecord(time.Now(), level, "request", 0)
+			r.AddAttrs(slog.String("method", method), slog.String("path", path), slog.Int("status", status),
+				slog.Int64("size", size), slog.Float64("duration_ms", float64(time.Since(start).Microseconds())/1000))
+			if name != "" {
+				r.AddAttrs(slog.String("key_name", name))
+			}
+			if serr != nil {
+				r.AddAttrs(slog.Bool("cut", true), slog.String("error", serr.Error()))
+			}
+			_ = h.Handle(ctx, r)
+		})
 		return err
 	}
 }

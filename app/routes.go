@@ -1,7 +1,6 @@
 package app
 
 import (
-	"context"
 	"strings"
 
 	"github.com/99designs/gqlgen/graphql"
@@ -13,7 +12,6 @@ import (
 
 	"github.com/emsanalytics/emsquery/modules/reports"
 	"github.com/emsanalytics/emsquery/platform/answercache"
-	"github.com/emsanalytics/emsquery/platform/apierr"
 	"github.com/emsanalytics/emsquery/platform/auth"
 	"github.com/emsanalytics/emsquery/platform/config"
 	"github.com/emsanalytics/emsquery/platform/database"
@@ -47,9 +45,6 @@ func (s *Server) routes(limits config.Limits, security config.Security, db *data
 	}
 
 	s.mountGraphiQLAssets()
-	// GraphQL requests end at LIMITS__REQUEST_TIMEOUT or when their client leaves.
-	timeout := limits.RequestTimeout.Duration()
-	timedOut := apierr.RequestTimedOut(timeout, context.DeadlineExceeded)
 	for _, ep := range []struct {
 		path   string
 		scope  auth.Scope
@@ -59,10 +54,9 @@ func (s *Server) routes(limits config.Limits, security config.Security, db *data
 		{"/serve/graphql", auth.ScopeServe, graphs.Serve},
 		{"/lookups/graphql", auth.ScopeLookups, graphs.Lookups},
 	} {
-		engine := graphqlserver.New(ep.schema, graphQLOptions(ep.path, limits, s.log, s.metrics.meter, s.tracer))
-		// Answers from memory where they may be (contract 6.5); the engine itself when caching is off.
-		h := cache.Handler(ep.path, engine)
-		s.mountGraphQL(ep.path, checker.Header(), httpbridge.Bounded(httpbridge.Handler(h), timeout, timedOut), checker.Require(ep.scope, graphQLRefusal))
+		// Answers from memory where they may be (contract 6.5).
+		endpoint := graphqlserver.New(ep.schema, graphQLOptions(ep.path, limits, cache, s.log, s.metrics.meter, s.tracer))
+		s.mountGraphQL(ep.path, checker.Header(), endpoint.Handlers(checker.Require(ep.scope, graphQLRefusal)))
 	}
 
 	// The modules' REST routes: the key check, then the client watch (an export's own limit is

@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/emsanalytics/emsquery/platform/auth"
+	"github.com/emsanalytics/emsquery/platform/httpbridge"
 	"github.com/emsanalytics/emsquery/platform/tracing"
 )
 
@@ -41,11 +42,11 @@ func (s *Server) traceRequests(tp trace.TracerProvider) fiber.Handler {
 		ctx := tracing.Propagator.Extract(c.UserContext(), headerCarrier{&c.Request().Header})
 		method := normalizeMethod(c.Method())
 		ctx, span := tracer.Start(ctx, method, trace.WithSpanKind(trace.SpanKindServer))
-		defer span.End()
 		c.SetUserContext(ctx)
 		if !span.IsRecording() {
 			// Not sampled, or no exporter: the context still carries the caller's trace id for
 			// the log lines.
+			defer span.End()
 			return c.Next()
 		}
 		span.SetAttributes(requestAttributes(c, method)...)
@@ -67,6 +68,13 @@ func (s *Server) traceRequests(tp trace.TracerProvider) fiber.Handler {
 			span.SetStatus(codes.Error, "")
 		}
 		span.SetAttributes(attrs...)
+		// The span ends with the answer's last byte (a streamed answer goes on after this).
+		httpbridge.AfterBody(c, func(_ int64, serr error) {
+			if serr != nil {
+				span.SetStatus(codes.Error, "the answer was cut: "+serr.Error())
+			}
+			span.End()
+		})
 		return err
 	}
 }

@@ -114,3 +114,33 @@ BEGIN
     RETURN made;
 END
 $$;
+
+-- The read-only role the service logs in as (docs/deploy.md, "Roles"): it may read these tables
+-- and nothing else, and its sessions are read-only. It is made without a password, so nobody
+-- can log in as it until whoever installs the database sets one:
+--   ALTER ROLE emsquery_reader PASSWORD '...';
+-- (deploy/compose.yaml does that on the database's first start, from DATABASE__PASSWORD). Made
+-- only when the one running this file may make roles; the grants follow when the role exists.
+DO $$
+BEGIN
+    CREATE ROLE emsquery_reader LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION;
+    ALTER ROLE emsquery_reader SET default_transaction_read_only = on;
+EXCEPTION
+    -- Made by an earlier run, or at the same moment by a run in another database (roles belong
+    -- to the whole server).
+    WHEN duplicate_object OR unique_violation THEN NULL;
+    WHEN insufficient_privilege THEN
+        RAISE NOTICE 'role emsquery_reader not made: % may not make roles', current_user;
+END
+$$;
+DO $$
+BEGIN
+    IF EXISTS (SELECT FROM pg_roles WHERE rolname = 'emsquery_reader') THEN
+        EXECUTE format('GRANT USAGE ON SCHEMA %I TO emsquery_reader', current_schema());
+        EXECUTE format('GRANT SELECT ON ALL TABLES IN SCHEMA %I TO emsquery_reader', current_schema());
+        -- Tables this role (the ETL's, say) makes here later, such as new partitions.
+        EXECUTE format('ALTER DEFAULT PRIVILEGES IN SCHEMA %I GRANT SELECT ON TABLES TO emsquery_reader',
+                       current_schema());
+    END IF;
+END
+$$;

@@ -2,11 +2,13 @@ package schema_test
 
 import (
 	"context"
+	"errors"
 	"reflect"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/emsanalytics/emsquery/internal/pgtest"
 	"github.com/emsanalytics/emsquery/schema"
@@ -108,5 +110,36 @@ func TestCreateFactRecordMonths(t *testing.T) {
 		                  WHERE h.inhparent = pi.indexrelid AND ci.indrelid = p.relid)`)
 	if len(missing) > 0 {
 		t.Errorf("indexes missing on partitions: %q", missing)
+	}
+}
+
+// The role the service logs in as reads every table, on both layouts, and writes none; its
+// sessions start read-only.
+func TestReaderRole(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, layout := range []schema.Layout{schema.Plain, schema.Partitioned} {
+		conn := database(t, layout)
+		if _, err := conn.Exec(ctx, "SET ROLE emsquery_reader"); err != nil {
+			t.Fatalf("%s: %v", layout, err)
+		}
+		for _, table := range []string{"dim_station", "dim_resource", "dim_patient", "fact_record", "fact_oxygen"} {
+			if _, err := conn.Exec(ctx, "SELECT count(*) FROM "+table); err != nil {
+				t.Errorf("%s: emsquery_reader cannot read %s: %v", layout, table, err)
+			}
+		}
+		_, err := conn.Exec(ctx, "INSERT INTO dim_station VALUES (1, 'x')")
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || pgErr.Code != "42501" {
+			t.Errorf("%s: emsquery_reader's INSERT: %v, want insufficient_privilege (42501)", layout, err)
+		}
+		if _, err := conn.Exec(ctx, "RESET ROLE"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	conn := database(t, schema.Plain)
+	got := strings(t, conn, "SELECT unnest(rolconfig) FROM pg_roles WHERE rolname = 'emsquery_reader'")
+	if !reflect.DeepEqual(got, []string{"default_transaction_read_only=on"}) {
+		t.Errorf("emsquery_reader's settings %q, want default_transaction_read_only=on", got)
 	}
 }

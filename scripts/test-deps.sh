@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs what the tests need beyond Go, when missing: PostgreSQL server binaries, Chromium (the
-# GraphiQL browser test), Prometheus (the metrics scrape test), PgBouncer (the transaction pooling
-# tests), and the pinned npm packages of e2e/. Quick when everything is there.
+# GraphiQL browser test), Prometheus (the metrics scrape test; its promtool checks the alert
+# rules), PgBouncer (the transaction pooling tests), the pinned npm packages of e2e/, and the
+# pinned Helm (the chart test; built once from the Go module proxy by scripts/helm.sh). Quick when
+# everything is there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -37,3 +39,6 @@ if [ -f e2e/package.json ] && command -v npm >/dev/null 2>&1; then
     touch e2e/node_modules
   fi
 fi
+
+# The chart test's helm, pinned, cached in ~/.cache/emsquery/ (a few minutes the first time).
+scripts/helm.sh >/dev/null

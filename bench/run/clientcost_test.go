@@ -13,7 +13,9 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/emsanalytics/emsquery/internal/launcher"
 	"github.com/emsanalytics/emsquery/internal/pgtest"
+	"github.com/emsanalytics/emsquery/internal/procstat"
 )
 
 // TestClientCost measures what the HTTP client of the driver costs per request: the same
@@ -28,12 +30,8 @@ func TestClientCost(t *testing.T) {
 		t.Skip("set BENCH_CLIENT_COST=1 to measure the HTTP clients")
 	}
 	ctx := context.Background()
-	root, err := moduleRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
 	tmp := t.TempDir()
-	bin, err := buildService(root, tmp, false)
+	bin, err := launcher.Build(ctx, tmp)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +44,7 @@ func TestClientCost(t *testing.T) {
 	if err := load(ctx, cluster, s, 1); err != nil {
 		t.Fatal(err)
 	}
-	svc, err := startService(bin, tmp, s.DB, s.Records, false, false)
+	svc, err := startService(ctx, bin, tmp, s.DB, s.Records, false, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,13 +138,13 @@ func TestClientCost(t *testing.T) {
 				if round == 0 {
 					closedLoop(ctx, 1, 300*time.Millisecond, do)
 				}
-				d0, s0 := selfCPU(), cpuTime(pid)
+				d0, s0 := selfCPU(), serviceCPU(t, pid)
 				m := closedLoop(ctx, 1, time.Second, do)
 				if m.Errors > 0 {
 					t.Fatalf("%s %s: %v", cl.name, tg.name, m.FirstErr)
 				}
 				sums[i].driver += selfCPU() - d0
-				sums[i].server += cpuTime(pid) - s0
+				sums[i].server += serviceCPU(t, pid) - s0
 				if round == 0 {
 					sums[i].m = m
 				} else {
@@ -161,6 +159,15 @@ func TestClientCost(t *testing.T) {
 				tg.name, cl.name, m.RPS(), msf(m.P50), msf(sums[i].driver/n), msf(sums[i].server/n))
 		}
 	}
+}
+
+func serviceCPU(t *testing.T, pid int) time.Duration {
+	t.Helper()
+	d, err := procstat.CPUTime(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
 }
 
 func msf(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

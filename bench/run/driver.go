@@ -49,7 +49,7 @@ type request func(ctx context.Context, w int) (int64, error)
 // closedLoop runs workers goroutines, each sending its next request as soon as the previous one
 // answered, for duration: no request starts after it, and the requests in flight then are
 // awaited and counted, so that requests longer than the window are measured too. The same
-// driver measures the service (HTTP) and the baseline (pgx, psql), so both sides see the same
+// driver measures the service (HTTP) and the baselines (pgx, pgconn), so both sides see the same
 // concurrency, the same clock and the same statistics.
 func closedLoop(ctx context.Context, workers int, duration time.Duration, do request) measurement {
 	type workerResult struct {

@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 
@@ -28,8 +26,8 @@ import (
 // Before a data set is measured, the service's answer is compared with the answer built from
 // this SQL's rows (compareJSON, compareCSV): same values, same order as the contract defines.
 type handWritten struct {
-	// SQL is the statements, separated by semicolons; for the export, the SELECT that psql's
-	// \copy exports.
+	// SQL is the statements, separated by semicolons; for the export, the SELECT that its COPY
+	// exports (handCopy).
 	SQL string
 	// answer builds the service's answer from SQL's results, in order: the root field's value,
 	// or for a list each element in turn, passed to emit.
@@ -211,7 +209,8 @@ func handRequest(pool *pgxpool.Pool, sql string) request {
 	}
 }
 
-// handCopy is the export's hand-written SQL as the COPY statement psql's \copy runs.
+// handCopy is the export's hand-written SQL as the COPY statement a DBA would run, the one
+// psql's \copy sends.
 func handCopy(sel string) string {
 	return "COPY (" + strings.Join(strings.Fields(sel), " ") + ") TO STDOUT WITH (FORMAT csv, HEADER)"
 }
@@ -465,28 +464,29 @@ func short(v any) string {
 	return string(b)
 }
 
-// compareCSV compares the service's CSV export, read from body, record by record with what
-// psql's \copy of the hand-written SELECT writes.
-func compareCSV(ctx context.Context, psql string, db dbTarget, w workload, body io.Reader) error {
-	cmd := exec.CommandContext(ctx, psql, "-X", "-q", "-v", "ON_ERROR_STOP=1", "-c", `\copy `+strings.TrimPrefix(handCopy(w.Hand.SQL), "COPY "))
-	cmd.Env = append(psqlEnv(db, "bench-hand-check"), "PGOPTIONS=-c log_statement=none")
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.StdoutPipe()
+// compareCSV compares the service's CSV export, read from body, record by record with what the
+// hand-written COPY writes, read at the same time from a session of its own.
+func compareCSV(ctx context.Context, db dbTarget, w workload, body io.Reader) error {
+	conn, err := handConn(ctx, db)
 	if err != nil {
 		return err
 	}
-	if err := cmd.Start(); err != nil {
-		return err
-	}
-	waited := false
+	defer conn.Close(context.WithoutCancel(ctx))
+	pr, pw := io.Pipe()
+	copied := make(chan error, 1)
+	go func() {
+		_, err := conn.PgConn().CopyTo(ctx, pw, handCopy(w.Hand.SQL))
+		pw.CloseWithError(err) // nil: EOF
+		copied <- err
+	}()
+	ended := false
 	defer func() {
-		if !waited {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
+		if !ended { // stop the COPY: its next write fails
+			pr.CloseWithError(errors.New("comparison ended"))
+			<-copied
 		}
 	}()
-	svc, hand := csv.NewReader(body), csv.NewReader(out)
+	svc, hand := csv.NewReader(body), csv.NewReader(pr)
 	svc.ReuseRecord, hand.ReuseRecord = true, true
 	n := 0
 	for ; ; n++ {
@@ -499,28 +499,21 @@ func compareCSV(ctx context.Context, psql string, db dbTarget, w workload, body 
 			return fmt.Errorf("export: service CSV line %d: %w", n+1, errA)
 		}
 		if errB != nil && errB != io.EOF {
-			return fmt.Errorf("export: hand-written \\copy line %d: %w (%s)", n+1, errB, stderr.String())
+			return fmt.Errorf("export: hand-written COPY line %d: %w", n+1, errB)
 		}
 		if errA == io.EOF || errB == io.EOF {
-			return fmt.Errorf("export: the service's CSV and the hand-written \\copy differ in length: one ends at line %d (%s)", n+1, stderr.String())
+			return fmt.Errorf("export: the service's CSV and the hand-written COPY's differ in length: one ends at line %d", n+1)
 		}
 		if strings.Join(a, "\x00") != strings.Join(b, "\x00") {
-			return fmt.Errorf("export: line %d differs: service %q, hand-written \\copy %q", n+1, a, b)
+			return fmt.Errorf("export: line %d differs: service %q, hand-written COPY %q", n+1, a, b)
 		}
 	}
-	waited = true
-	if err := cmd.Wait(); err != nil {
-		return fmt.Errorf("export: hand-written \\copy: %v: %s", err, stderr.String())
+	ended = true
+	if err := <-copied; err != nil {
+		return fmt.Errorf("export: hand-written COPY: %w", err)
 	}
 	if n < 2 {
 		return fmt.Errorf("export: fewer than two lines on both sides")
 	}
 	return nil
-}
-
-// psqlEnv is psql's environment for db.
-func psqlEnv(db dbTarget, app string) []string {
-	return []string{"PATH=" + os.Getenv("PATH"), "PGHOST=" + db.Host, "PGPORT=" + strconv.Itoa(db.Port),
-		"PGDATABASE=" + db.Name, "PGUSER=" + db.User, "PGPASSWORD=" + db.Password, "PGSSLMODE=disable",
-		"PGAPPNAME=" + app}
 }

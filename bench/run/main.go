@@ -12,12 +12,13 @@
 //     workload's);
 //   - the hand-written SQL (handsql.go, workloads.go): what a DBA would type for the same
 //     question, values in the text, sent with the simple protocol on a pool of N connections,
-//     every row read; for the CSV export, psql's \copy of that SELECT. The targets are ratios
+//     every row read; for the CSV export, COPY (that SELECT) TO STDOUT on a kept session, as
+//     psql's \copy sends it but without a new psql process per request. The targets are ratios
 //     to it. Before a data set is measured, each workload's service answer is compared with the
 //     answer built from this SQL's rows;
 //   - the captured SQL: the statements the service sent, with the same parameters, through a
 //     pgx pool configured as the service's own (platform/database.PoolConfig), every row read;
-//     for the export, psql's \copy of the same COPY. Against it the ratio is the service's own
+//     for the export, the service's COPY on a kept session. Against it the ratio is the service's own
 //     overhead; the hand-written and captured lines together tell it from the quality of the
 //     service's SQL.
 //
@@ -41,14 +42,13 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"os/signal"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -57,7 +57,9 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/emsanalytics/emsquery/internal/demodata"
+	"github.com/emsanalytics/emsquery/internal/launcher"
 	"github.com/emsanalytics/emsquery/internal/pgtest"
+	"github.com/emsanalytics/emsquery/internal/procstat"
 )
 
 func main() {
@@ -153,10 +155,6 @@ func run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	root, err := moduleRoot()
-	if err != nil {
-		return err
-	}
 	tmp, err := os.MkdirTemp("", "emsquery-bench-")
 	if err != nil {
 		return err
@@ -169,7 +167,11 @@ func run() error {
 			return err
 		}
 	}
-	bin, err := buildService(root, tmp, o.profile != "")
+	var tags []string
+	if o.profile != "" {
+		tags = append(tags, "pprof") // pprof.go: a loopback profiling listener
+	}
+	bin, err := launcher.Build(ctx, tmp, tags...)
 	if err != nil {
 		return err
 	}
@@ -201,10 +203,12 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	env.cpu0 = sampleCPU(cluster.PostmasterPID())
+	if env.cpu0, err = sampleCPU(cluster.PostmasterPID()); err != nil {
+		return err
+	}
 	var rows []row
 	for _, s := range sets {
-		stmts, err := capture(ctx, cluster, bin, tmp, s)
+		captured, err := capture(ctx, cluster, bin, tmp, s)
 		if err != nil {
 			return err
 		}
@@ -215,7 +219,7 @@ func run() error {
 				if ctx.Err() != nil {
 					return ctx.Err()
 				}
-				r, err := measure(ctx, bin, tmp, s, w, c, stmts[w.Name], o)
+				r, err := measure(ctx, bin, tmp, s, w, c, captured[w.Name], o)
 				if err != nil {
 					return err
 				}
@@ -241,7 +245,7 @@ func run() error {
 				if !ok || ctx.Err() != nil {
 					continue
 				}
-				r, err := measureWarm(ctx, bin, tmp, s, w, c, cr, o)
+				r, err := measureWarm(ctx, bin, tmp, s, w, c, cr, captured[w.Name].answer, o)
 				if err != nil {
 					return err
 				}
@@ -253,7 +257,12 @@ func run() error {
 		}
 	}
 	env.Wall = time.Since(began)
-	env.OtherCPU = otherShare(env.cpu0, sampleCPU(cluster.PostmasterPID()))
+	cpu1, err := sampleCPU(cluster.PostmasterPID())
+	if err != nil {
+		return err
+	}
+	env.OtherCPU = otherShare(env.cpu0, cpu1)
+	progress("every measured service response passed its check: %d responses (status 200, the size and ends of the answer compared with the hand-written SQL)", responsesChecked.Load())
 	md := render(env, o, sets, rows)
 	fmt.Print(md)
 	if o.out != "" {
@@ -281,14 +290,6 @@ func selectWorkloads(o options) []workload {
 
 func progress(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "%s  "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
-}
-
-func moduleRoot() (string, error) {
-	_, file, _, ok := runtime.Caller(0)
-	if !ok {
-		return "", errors.New("cannot locate the module")
-	}
-	return filepath.Join(filepath.Dir(file), "..", ".."), nil
 }
 
 // load creates the set's database and fills it with the demo generator's data.
@@ -344,16 +345,23 @@ func load(ctx context.Context, c *pgtest.Cluster, s *dataSet, seed uint64) error
 	return nil
 }
 
+// capturedWorkload is what capture learnt of a workload: the statements the service ran for it,
+// and the print of its answer (answercheck.go), which every measured response must match.
+type capturedWorkload struct {
+	statements []statement
+	answer     *answerPrint
+}
+
 // capture sends each workload's request once with statement logging on, compares the answer
 // with the one the workload's hand-written SQL gives, and returns, per workload, the statements
-// the service ran.
-func capture(ctx context.Context, c *pgtest.Cluster, bin, tmp string, s *dataSet) (map[string][]statement, error) {
+// the service ran and the print of the answer compared.
+func capture(ctx context.Context, c *pgtest.Cluster, bin, tmp string, s *dataSet) (map[string]capturedWorkload, error) {
 	db := pgx.Identifier{s.DB.Name}.Sanitize()
 	if err := c.Exec(ctx, "postgres", "ALTER DATABASE "+db+" SET log_statement = 'all'"); err != nil {
 		return nil, err
 	}
 	defer c.Exec(context.WithoutCancel(ctx), "postgres", "ALTER DATABASE "+db+" RESET log_statement") //nolint:errcheck
-	svc, err := startService(bin, tmp, s.DB, s.Records, false, false)
+	svc, err := startService(ctx, bin, tmp, s.DB, s.Records, false, false)
 	if err != nil {
 		return nil, err
 	}
@@ -362,17 +370,14 @@ func capture(ctx context.Context, c *pgtest.Cluster, bin, tmp string, s *dataSet
 	if err != nil {
 		return nil, err
 	}
-	psql, err := findPsql()
-	if err != nil {
-		return nil, err
-	}
-	out := map[string][]statement{}
+	out := map[string]capturedWorkload{}
 	for _, w := range s.Workloads {
 		t0 := time.Now()
-		if err := checkAnswer(ctx, svc, psql, s.DB, w); err != nil {
+		answer, err := checkAnswer(ctx, svc, s.DB, w)
+		if err != nil {
 			return nil, fmt.Errorf("%s records: %w", count(s.Records), err)
 		}
-		progress("%-10s %-22s the service's answer is the hand-written SQL's (checked in %.1fs)", count(s.Records), w.Name, time.Since(t0).Seconds())
+		progress("%-10s %-22s the service's answer is the hand-written SQL's (checked in %.1fs, %d bytes)", count(s.Records), w.Name, time.Since(t0).Seconds(), answer.size)
 		text, err := watcher.next()
 		if err != nil {
 			return nil, err
@@ -392,39 +397,52 @@ func capture(ctx context.Context, c *pgtest.Cluster, bin, tmp string, s *dataSet
 			return nil, fmt.Errorf("%s: %w", w.Name, errNoStatement)
 		}
 		if w.isExport() {
-			// The export's COPY, for psql's \copy. Settings sent with it in the same message
-			// (SET LOCAL statement_timeout ...) do not change its speed and have no \copy form.
+			// The message that carried the export's COPY, whole, for CopyTo: the service sends
+			// its settings with it (SET LOCAL statement_timeout = LIMITS__EXPORT_TIMEOUT; ...
+			// COPY ...), and without them the captured pool's session statement_timeout, the
+			// shorter LIMITS__STATEMENT_TIMEOUT, would cancel a long export.
 			var copyStmt string
 			for _, st := range sts {
-				if i := strings.Index(st.SQL, "COPY ("); i >= 0 && st.Simple {
-					copyStmt = st.SQL[i:]
+				if strings.Contains(st.SQL, "COPY (") && st.Simple {
+					copyStmt = st.SQL
 				}
 			}
-			if copyStmt == "" || strings.Contains(copyStmt, "\n") {
-				return nil, fmt.Errorf("export: expected a single-line COPY statement, captured %+v", sts)
+			if copyStmt == "" {
+				return nil, fmt.Errorf("export: expected a COPY statement, captured %+v", sts)
 			}
 			sts = []statement{{SQL: copyStmt, Simple: true}}
 		}
-		out[w.Name] = sts
+		out[w.Name] = capturedWorkload{statements: sts, answer: answer}
 	}
 	return out, nil
 }
 
 // checkAnswer sends the workload's request and compares the answer, as it streams in, with the
-// hand-written SQL's.
-func checkAnswer(ctx context.Context, svc *service, psql string, db dbTarget, w workload) error {
+// hand-written SQL's; it returns the answer's print, to check the measured responses by.
+func checkAnswer(ctx context.Context, svc *service, db dbTarget, w workload) (*answerPrint, error) {
 	resp, err := svc.open(ctx, w)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer resp.Body.Close()
+	answer := &answerPrint{}
+	body := io.TeeReader(resp.Body, answer)
 	if w.isExport() {
 		if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/csv") {
-			return fmt.Errorf("export: content type %q", ct)
+			return nil, fmt.Errorf("export: content type %q", ct)
 		}
-		return compareCSV(ctx, psql, db, w, resp.Body)
+		err = compareCSV(ctx, db, w, body)
+	} else {
+		err = compareJSON(ctx, db, w, body)
 	}
-	return compareJSON(ctx, db, w, resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	// What the comparison's decoder left unread (white space after the JSON) is the answer's too.
+	if _, err := io.Copy(io.Discard, body); err != nil {
+		return nil, fmt.Errorf("%s: read the answer: %w", w.Name, err)
+	}
+	return answer, nil
 }
 
 // placeCluster keeps the cluster on the RAM disk pgtest prefers only while the data sets fit it
@@ -446,7 +464,11 @@ func placeCluster(sets []*dataSet) {
 	if syscall.Statfs("/dev/shm", &fs) != nil {
 		return
 	}
-	room := min(int64(fs.Bavail)*fs.Bsize, statusLine("/proc/meminfo", "MemAvailable:")/2)
+	avail, err := procstat.MemInfo("MemAvailable:")
+	if err != nil {
+		return
+	}
+	room := min(int64(fs.Bavail)*fs.Bsize, avail/2)
 	if need > room {
 		progress("the data (about %.1f GB) would take more than half the free memory on the RAM disk: the cluster goes to %s", float64(need)/(1<<30), os.TempDir())
 		os.Setenv("PGTEST_TMPDIR", os.TempDir())

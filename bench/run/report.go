@@ -6,13 +6,13 @@ import (
 	"math"
 	"os"
 	"runtime"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/emsanalytics/emsquery/internal/pgtest"
+	"github.com/emsanalytics/emsquery/internal/procstat"
 )
 
 // row is one measurement: a workload at one concurrency on one data set.
@@ -55,7 +55,7 @@ const (
 	heavyRatio   = 0.9 // database work over 10 ms: service throughput / hand-written SQL, any concurrency
 	lightRatio   = 0.5 // records_count of one station, station_resources, resources, at concurrency 1
 	lightConc    = 1
-	exportRatio  = 0.8 // export / psql \copy of the hand-written SELECT
+	exportRatio  = 0.8 // export / the hand-written COPY on a kept session
 	exportRSS    = 100 << 20
 	patientsRSS  = 150 << 20 // patients with 200,000 rows
 	patientsRows = 200_000
@@ -158,58 +158,36 @@ type environment struct {
 // cpuSample is the machine's busy time and this run's own, in clock ticks.
 type cpuSample struct{ total, busy, own int64 }
 
-// sampleCPU reads /proc/stat and the processor time of this process (with its waited-for
-// children: psql, the services) and of the cluster's postmaster (with its backends).
-func sampleCPU(postmaster int) cpuSample {
-	var s cpuSample
-	if b, err := os.ReadFile("/proc/stat"); err == nil {
-		line, _, _ := strings.Cut(string(b), "\n")
-		for i, f := range strings.Fields(line)[1:] {
-			var v int64
-			fmt.Sscan(f, &v)
-			s.total += v
-			if i != 3 && i != 4 { // idle, iowait
-				s.busy += v
-			}
+// sampleCPU reads the machine's processor time and that of this process (with its waited-for
+// children: the services it stopped) and of the cluster's postmaster (with its backends, those
+// that ended and those still running).
+func sampleCPU(postmaster int) (cpuSample, error) {
+	m, err := procstat.ReadMachine()
+	if err != nil {
+		return cpuSample{}, err
+	}
+	s := cpuSample{total: m.Total, busy: m.Busy}
+	self, err := procstat.Self()
+	if err != nil {
+		return s, err
+	}
+	s.own = self.UTime + self.STime + self.CUTime + self.CSTime
+	if postmaster <= 0 {
+		return s, nil
+	}
+	procs, err := procstat.Processes()
+	if err != nil {
+		return s, err
+	}
+	for _, p := range procs {
+		switch {
+		case p.PID == postmaster:
+			s.own += p.UTime + p.STime + p.CUTime + p.CSTime
+		case p.PPID == postmaster:
+			s.own += p.UTime + p.STime
 		}
 	}
-	own := func(pid string, children bool) {
-		b, err := os.ReadFile("/proc/" + pid + "/stat")
-		if err != nil {
-			return
-		}
-		str := string(b)
-		f := strings.Fields(str[strings.LastIndexByte(str, ')')+1:])
-		n := 2
-		if children {
-			n = 4
-		}
-		for _, x := range f[11 : 11+n] {
-			var v int64
-			fmt.Sscan(x, &v)
-			s.own += v
-		}
-	}
-	own("self", true)
-	if postmaster > 0 {
-		pm := strconv.Itoa(postmaster)
-		own(pm, true)
-		// Backends still running count for the cluster too.
-		if entries, err := os.ReadDir("/proc"); err == nil {
-			for _, e := range entries {
-				b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-				if err != nil {
-					continue
-				}
-				str := string(b)
-				f := strings.Fields(str[strings.LastIndexByte(str, ')')+1:])
-				if len(f) > 1 && f[1] == pm {
-					own(e.Name(), false)
-				}
-			}
-		}
-	}
-	return s
+	return s, nil
 }
 
 // otherShare is the share of all processor time that others used between a and b.
@@ -233,7 +211,11 @@ func machine(ctx context.Context, c *pgtest.Cluster) (environment, error) {
 	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
 		e.Kernel = "Linux " + strings.TrimSpace(string(b))
 	}
-	e.MemGiB = float64(statusLine("/proc/meminfo", "MemTotal:")) / (1 << 30)
+	total, err := procstat.MemInfo("MemTotal:")
+	if err != nil {
+		return e, err
+	}
+	e.MemGiB = float64(total) / (1 << 30)
 	cfg, err := c.ConnConfig("postgres")
 	if err != nil {
 		return e, err
@@ -252,22 +234,6 @@ func machine(ctx context.Context, c *pgtest.Cluster) (environment, error) {
 	return e, nil
 }
 
-// statusLine reads a "<field> <n> kB" line of a /proc file, in bytes.
-func statusLine(path, field string) int64 {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0
-	}
-	for line := range strings.SplitSeq(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, field); ok {
-			var kb int64
-			fmt.Sscan(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), &kb)
-			return kb << 10
-		}
-	}
-	return 0
-}
-
 // render writes the results as markdown.
 func render(e environment, o options, sets []*dataSet, rows []row) string {
 	var b strings.Builder
@@ -281,9 +247,9 @@ func render(e environment, o options, sets []*dataSet, rows []row) string {
 		"Each warm line (cache **on**, `CACHE__MAX_BYTES` %d MiB, on data sets of at most %s records): the service restarted, the question sent until an answer comes from memory and that answer checked against the hand-written SQL, "+
 		"%s at c workers unmeasured, then the service alone measured for %s; its hand-written figures are the cold line's above it (same workload and c); "+
 		"the Cache column gives the share of the measured responses that were hits (`Cache-Status: emsquery; hit`); a build without the cache (no `Cache-Status` header) is measured but not judged. "+
-		"**Hand-written**: the SQL a DBA would type for the same question, values in the text, simple protocol, every row read (the export: `psql \\copy` of that SELECT); "+
+		"**Hand-written**: the SQL a DBA would type for the same question, values in the text, simple protocol, every row read (the export: `COPY (that SELECT) TO STDOUT` on a kept session); "+
 		"checked before measuring to give the service's answer. **Captured**: the statements and parameters the service sent, through a pgx pool configured as the service's "+
-		"(the export: `psql \\copy` of the service's COPY). **×hand** = service req/s ÷ hand-written req/s (the targets' ratio); **×capt** = service req/s ÷ captured req/s. "+
+		"(the export: the service's COPY on a kept session). **×hand** = service req/s ÷ hand-written req/s (the targets' ratio); **×capt** = service req/s ÷ captured req/s. "+
 		"CPU/req: the service process's CPU time per request.\n\n", o.warmup, o.duration, o.rounds, cacheMaxBytes>>20, count(o.warmMax), o.warmup, o.warmDuration)
 	for _, s := range sets {
 		if s.RSSOnly {

@@ -180,7 +180,7 @@ SELECT station AS value, count(*) FROM fact_record WHERE ` + year2025 + ` GROUP 
 		},
 	},
 	{
-		Name: "export", What: "CSV, one year (vs psql \\copy)",
+		Name: "export", What: "CSV, one year (vs COPY on a kept session)",
 		Export: "start_date=2025-01-01&end_date=2025-12-31",
 		// The routes joined by one aggregate over fact_oxygen rather than a subquery per row:
 		// the faster of the two for a year of records (reports.oxygenRoutesJoin measured it).

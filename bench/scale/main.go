@@ -6,7 +6,7 @@
 // It starts a throwaway primary and a standby of it (internal/pgtest), loads the demo data
 // (-records), builds the service and runs it with GOMAXPROCS=1 (one service core) against each
 // target, with -workers closed-loop clients for -duration per line. CPU times come from
-// /proc: the service's own, and the database's (the run's postmasters, their children, and
+// /proc (internal/procstat): the service's own, and the database's (the run's postmasters, their children, and
 // pgbouncer). It prints a markdown table. Not part of make test or
 // make bench: go run ./bench/scale.
 package main
@@ -20,8 +20,8 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -31,7 +31,9 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/emsanalytics/emsquery/internal/demodata"
+	"github.com/emsanalytics/emsquery/internal/launcher"
 	"github.com/emsanalytics/emsquery/internal/pgtest"
+	"github.com/emsanalytics/emsquery/internal/procstat"
 	"github.com/emsanalytics/emsquery/schema"
 )
 
@@ -119,9 +121,9 @@ func run(records, workers int, duration time.Duration) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	bin := filepath.Join(dir, "emsquery")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		return fmt.Errorf("go build: %v\n%s", err, out)
+	bin, err := launcher.Build(ctx, dir)
+	if err != nil {
+		return err
 	}
 	targets := []struct {
 		name string
@@ -169,33 +171,29 @@ func run(records, workers int, duration time.Duration) error {
 type result struct{ rps, perCPU, dbMs float64 }
 
 func measure(bin, dir string, env []string, query string, workers int, duration time.Duration, postmasters ...int) (result, error) {
-	port, err := pgtest.FreePort()
+	settings := map[string]string{"GOMAXPROCS": "1",
+		"AUTHENTICATION__API_KEY": apiKey,
+		"DATABASE__USERNAME":      "postgres", "DATABASE__ENCRYPT": "no", "DATABASE__POOL_SIZE": strconv.Itoa(workers),
+		"LOG__PATH": filepath.Join(dir, "logs"), "LOG__CONSOLE__ENABLED": "false", "OTEL_METRICS_EXPORTER": "none",
+		// Every line measures the path to the database: with the answer cache on (its default
+		// since issue 11) the same question repeated is answered from memory after its first
+		// time, and the lines would measure the cache, with no database work at all.
+		"CACHE__ENABLED": "false"}
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		settings[k] = v
+	}
+	url, err := launcher.Loopback(settings)
 	if err != nil {
 		return result{}, err
 	}
-	cmd := exec.Command(bin)
-	cmd.Dir = dir
-	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "GOMAXPROCS=1",
-		"APP__HOST=127.0.0.1", "APP__PORT=" + strconv.Itoa(port), "AUTHENTICATION__API_KEY=" + apiKey,
-		"DATABASE__USERNAME=postgres", "DATABASE__ENCRYPT=no", "DATABASE__POOL_SIZE=" + strconv.Itoa(workers),
-		"LOG__PATH=" + filepath.Join(dir, "logs"), "LOG__CONSOLE__ENABLED=false", "OTEL_METRICS_EXPORTER=none"}, env...)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
+	proc, err := launcher.Start(launcher.Options{Bin: bin, Dir: dir, Settings: settings})
+	if err != nil {
 		return result{}, err
 	}
-	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-	url := "http://127.0.0.1:" + strconv.Itoa(port)
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if resp, err := http.Get(url + "/v1/healthz"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			return result{}, fmt.Errorf("service not healthy:\n%s", out.String())
-		}
+	defer proc.Kill()
+	if err := proc.WaitReady(context.Background(), url+"/v1/healthz", 20*time.Second); err != nil {
+		return result{}, err
 	}
 	body, _ := json.Marshal(map[string]any{"query": query})
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: workers}, Timeout: 30 * time.Second}
@@ -238,59 +236,46 @@ func measure(bin, dir string, env []string, query string, workers int, duration 
 	if err := loop(time.Now().Add(time.Second), &warm); err != nil {
 		return result{}, err
 	}
-	svc0, db0 := cpuOf(cmd.Process.Pid), databaseCPU(postmasters...)
+	// The service's processor time and the database's, before and after the measured loop.
+	cpu := func() (svc, db time.Duration, err error) {
+		if svc, err = procstat.CPUTime(proc.PID()); err != nil {
+			return 0, 0, err
+		}
+		db, err = databaseCPU(postmasters...)
+		return svc, db, err
+	}
+	svc0, db0, err := cpu()
+	if err != nil {
+		return result{}, err
+	}
 	start := time.Now()
 	var n atomic.Int64
 	if err := loop(start.Add(duration), &n); err != nil {
 		return result{}, err
 	}
 	elapsed := time.Since(start).Seconds()
-	svc, db := cpuOf(cmd.Process.Pid)-svc0, databaseCPU(postmasters...)-db0
-	reqs := float64(n.Load())
-	return result{rps: reqs / elapsed, perCPU: reqs / svc, dbMs: db * 1000 / reqs}, nil
-}
-
-// clockTicks is USER_HZ, 100 on Linux.
-const clockTicks = 100
-
-// cpuOf is the user+system CPU seconds of process pid so far.
-func cpuOf(pid int) float64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	svc1, db1, err := cpu()
 	if err != nil {
-		return 0
+		return result{}, err
 	}
-	// Fields after the command (which may hold spaces) start after the last ')'.
-	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+2:]))
-	utime, _ := strconv.ParseFloat(f[11], 64)
-	stime, _ := strconv.ParseFloat(f[12], 64)
-	return (utime + stime) / clockTicks
+	reqs := float64(n.Load())
+	return result{rps: reqs / elapsed, perCPU: reqs / (svc1 - svc0).Seconds(), dbMs: (db1 - db0).Seconds() * 1000 / reqs}, nil
 }
 
-// databaseCPU sums the CPU seconds of the run's database processes: the postmasters in roots,
-// their children (backends, walsender, startup and the other workers), and pgbouncer. A
+// databaseCPU sums the processor time of the run's database processes: the postmasters in
+// roots, their children (backends, walsender, startup and the other workers), and pgbouncer. A
 // measurement keeps its connections for its whole length, so backends that end in between do
-// not hide CPU time.
-func databaseCPU(roots ...int) float64 {
-	entries, _ := os.ReadDir("/proc")
-	var sum float64
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			continue
-		}
-		comm := string(b[bytes.IndexByte(b, '(')+1 : bytes.LastIndexByte(b, ')')])
-		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+2:]))
-		ppid, _ := strconv.Atoi(f[1])
-		for _, r := range roots {
-			if pid == r || ppid == r || comm == "pgbouncer" {
-				sum += cpuOf(pid)
-				break
-			}
+// not hide processor time.
+func databaseCPU(roots ...int) (time.Duration, error) {
+	procs, err := procstat.Processes()
+	if err != nil {
+		return 0, err
+	}
+	var sum time.Duration
+	for _, p := range procs {
+		if p.Comm == "pgbouncer" || slices.Contains(roots, p.PID) || slices.Contains(roots, p.PPID) {
+			sum += p.CPU()
 		}
 	}
-	return sum
+	return sum, nil
 }

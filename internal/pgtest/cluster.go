@@ -21,6 +21,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/emsanalytics/emsquery/internal/launcher"
 	"github.com/emsanalytics/emsquery/schema"
 )
 
@@ -467,15 +468,9 @@ func (c *Cluster) chown(path string) error {
 }
 
 // FreePort returns a TCP port on the loopback interface that was free a moment ago: for a
-// cluster, the service under test, or anything else a test starts on loopback.
-func FreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
+// cluster, the service under test, or anything else a test starts on loopback. It is
+// launcher.FreePort, which the tools that are not tests use too.
+func FreePort() (int, error) { return launcher.FreePort() }
 
 func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"

@@ -20,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/emsanalytics/emsquery/internal/pgtest"
+	"github.com/emsanalytics/emsquery/internal/procstat"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -282,15 +283,8 @@ func TestSSL(t *testing.T) {
 // gone reports whether pid no longer runs; a zombie counts as gone, since the container's init
 // may be slow to reap the daemonized server.
 func gone(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return true
-	}
-	s := string(b)
-	if i := strings.LastIndexByte(s, ')'); i >= 0 && len(s) > i+2 {
-		return s[i+2] == 'Z'
-	}
-	return false
+	st, err := procstat.ReadStat(pid)
+	return err != nil || st.State == 'Z'
 }
 
 func waitGone(t *testing.T, pid int, dir string) {

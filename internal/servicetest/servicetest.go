@@ -1,5 +1,7 @@
 // Package servicetest runs the real service binary against a real database for outside-in
-// tests: HTTP in, JSON or CSV out, settings from the environment, logs on disk, signals.
+// tests: HTTP in, JSON or CSV out, settings from the environment, logs on disk, signals. The
+// process itself is internal/launcher's; this package adds the test databases, the test's
+// cleanup and failure reports, and the request helpers.
 package servicetest
 
 import (
@@ -8,15 +10,10 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"runtime"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -25,6 +22,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/emsanalytics/emsquery/internal/fixture"
+	"github.com/emsanalytics/emsquery/internal/launcher"
 	"github.com/emsanalytics/emsquery/internal/pgtest"
 )
 
@@ -34,7 +32,7 @@ var (
 	buildErr  error
 )
 
-// Binary builds the service once per test binary and returns its path.
+// Binary builds the service once per test binary (launcher.Build) and returns its path.
 func Binary(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
@@ -43,22 +41,12 @@ func Binary(t testing.TB) string {
 			buildErr = err
 			return
 		}
-		binPath = filepath.Join(dir, "emsquery")
-		cmd := exec.Command("go", "build", "-o", binPath, ".")
-		cmd.Dir = moduleRoot()
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
+		binPath, buildErr = launcher.Build(context.Background(), dir)
 	})
 	if buildErr != nil {
 		t.Fatal(buildErr)
 	}
 	return binPath
-}
-
-func moduleRoot() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..")
 }
 
 // DB names a database in a test cluster.
@@ -152,16 +140,9 @@ type Service struct {
 	LogDir string
 	Port   int
 
-	cmd    *exec.Cmd
-	out    *Buffer
-	done   chan struct{}
-	exit   int
+	proc   *launcher.Process
 	client *http.Client
 }
-
-// settingPrefixes are the variable families of the service; the test's own environment never
-// leaks them into the child.
-var settingPrefixes = []string{"APP__", "DATABASE__", "SECURITY__", "AUTHENTICATION__", "LOG__", "OTEL_", "LIMITS__", "CACHE__"}
 
 // Start runs the service with db's settings, a random key, logs in a temp dir, metrics and
 // traces off and a free port; env overrides any of them (an empty value unsets it). It waits until /v1/ping
@@ -233,14 +214,13 @@ func launch(t testing.TB, db DB, env map[string]string) (*Service, error) {
 	return run(t, t.TempDir(), nil, settings) // a folder of its own: no stray .env is read
 }
 
-// run starts the binary; SIGTERM, then SIGKILL after 15 s, at cleanup.
+// run starts the binary (launcher.Start, the test's environment passed on but for the service's
+// own settings and PG* variables); SIGTERM, then SIGKILL after 15 s, at cleanup.
 func run(t testing.TB, dir string, args []string, settings map[string]string) (*Service, error) {
 	s := &Service{
 		Header: "x-api-key",
 		LogDir: settings["LOG__PATH"],
 		Key:    settings["AUTHENTICATION__API_KEY"],
-		out:    &Buffer{},
-		done:   make(chan struct{}),
 		client: &http.Client{Timeout: 60 * time.Second},
 	}
 	if h := settings["AUTHENTICATION__API_KEY_HEADER"]; h != "" {
@@ -250,29 +230,13 @@ func run(t testing.TB, dir string, args []string, settings map[string]string) (*
 		s.Port = p
 	}
 	s.URL = "http://127.0.0.1:" + strconv.Itoa(s.Port)
-
-	cmd := exec.Command(Binary(t), args...)
-	cmd.Dir = dir
-	cmd.Env = childEnv(settings)
-	cmd.Stdout = s.out
-	cmd.Stderr = s.out
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start service: %w", err)
+	proc, err := launcher.Start(launcher.Options{Bin: Binary(t), Args: args, Dir: dir, Settings: settings, InheritEnv: true})
+	if err != nil {
+		return nil, err
 	}
-	s.cmd = cmd
-	go func() {
-		_ = cmd.Wait()
-		s.exit = cmd.ProcessState.ExitCode()
-		close(s.done)
-	}()
+	s.proc = proc
 	t.Cleanup(func() {
-		s.Signal(syscall.SIGTERM)
-		select {
-		case <-s.done:
-		case <-time.After(15 * time.Second):
-			_ = cmd.Process.Kill()
-			<-s.done
-		}
+		_, _ = proc.Stop(syscall.SIGTERM, 15*time.Second)
 		if t.Failed() {
 			t.Logf("service output:\n%s", s.Output())
 		}
@@ -280,76 +244,27 @@ func run(t testing.TB, dir string, args []string, settings map[string]string) (*
 	return s, nil
 }
 
-func childEnv(settings map[string]string) []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		k, _, _ := strings.Cut(kv, "=")
-		leak := false
-		for _, p := range settingPrefixes {
-			leak = leak || strings.HasPrefix(k, p)
-		}
-		if !leak && !strings.HasPrefix(k, "PG") {
-			env = append(env, kv)
-		}
-	}
-	for k, v := range settings {
-		env = append(env, k+"="+v)
-	}
-	return env
-}
-
 // WaitReady waits until /v1/ping answers 200 on port, failing the test when the process exits
 // first or after 15 s.
 func (s *Service) WaitReady(t testing.TB, port int) {
 	t.Helper()
-	if err := s.waitReady(port, 15*time.Second); err != nil {
+	url := "http://127.0.0.1:" + strconv.Itoa(port) + "/v1/ping"
+	if err := s.proc.WaitReady(context.Background(), url, 15*time.Second); err != nil {
 		t.Fatalf("%v\noutput:\n%s", err, s.Output())
 	}
 }
 
-func (s *Service) waitReady(port int, timeout time.Duration) error {
-	url := "http://127.0.0.1:" + strconv.Itoa(port) + "/v1/ping"
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
-		select {
-		case <-s.done:
-			return fmt.Errorf("service exited with code %d before it was ready", s.exit)
-		default:
-		}
-		resp, err := http.Get(url)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return fmt.Errorf("service not ready on port %d after %s", port, timeout)
-}
-
-// PID is the service process's id (for /proc/<pid>/status).
-func (s *Service) PID() int { return s.cmd.Process.Pid }
+// PID is the service process's id (for internal/procstat).
+func (s *Service) PID() int { return s.proc.PID() }
 
 // Output is everything the process wrote to stdout and stderr so far.
-func (s *Service) Output() string { return s.out.String() }
+func (s *Service) Output() string { return s.proc.Output() }
 
 // Signal sends sig to the process.
-func (s *Service) Signal(sig os.Signal) {
-	if s.cmd != nil && s.cmd.Process != nil {
-		_ = s.cmd.Process.Signal(sig)
-	}
-}
+func (s *Service) Signal(sig os.Signal) { s.proc.Signal(sig) }
 
 // Wait waits at most timeout for the process to exit and returns its exit code.
-func (s *Service) Wait(timeout time.Duration) (int, error) {
-	select {
-	case <-s.done:
-		return s.exit, nil
-	case <-time.After(timeout):
-		return -1, fmt.Errorf("service still running after %s", timeout)
-	}
-}
+func (s *Service) Wait(timeout time.Duration) (int, error) { return s.proc.Wait(timeout) }
 
 // Do sends req (a path-only URL is resolved against the service) and returns the response
 // with its body read.
@@ -480,19 +395,4 @@ func RandomKey() string {
 
 // Buffer collects a process's or a logger's output while the test reads it; safe for
 // concurrent use.
-type Buffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *Buffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *Buffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+type Buffer = launcher.Buffer

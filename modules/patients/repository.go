@@ -2,6 +2,8 @@ package patients
 
 import (
 	"context"
+	"encoding/binary"
+	"math"
 	"strconv"
 	"strings"
 
@@ -10,6 +12,8 @@ import (
 
 	"github.com/emsanalytics/emsquery/platform/apierr"
 	"github.com/emsanalytics/emsquery/platform/database"
+	"github.com/emsanalytics/emsquery/platform/graphqlserver"
+	"github.com/emsanalytics/emsquery/platform/jsonscalar"
 	"github.com/emsanalytics/emsquery/platform/keyset"
 )
 
@@ -83,6 +87,43 @@ var patientFormats = []int16{pgx.TextFormatCode, pgx.TextFormatCode, pgx.BinaryF
 // NULL, valid only until fn returns. It returns false when fn refused a row, as EachPatient.
 func (r *Repository) EachPatientRow(ctx context.Context, page keyset.Page, fn func(row [][]byte) bool) (bool, error) {
 	return r.db.ForEachRawRow(ctx, opPatients, patientsSQL, page.Args(), patientFormats, fn)
+}
+
+// PatientList is the patients of page as a list root field writes them (graphqlserver.List): the rows
+// as the database sends them, each column written to JSON by appendPatientField.
+func (r *Repository) PatientList(page keyset.Page) graphqlserver.Source[Patient] {
+	return graphqlserver.Source[Patient]{
+		Rows: func(ctx context.Context, yield func([][]byte) bool) (bool, error) {
+			return r.EachPatientRow(ctx, page, yield)
+		},
+		Column: appendPatientField,
+		Values: func(ctx context.Context, yield func(*Patient) bool) (bool, error) {
+			return r.EachPatient(ctx, page, yield)
+		},
+		All: func(ctx context.Context) ([]Patient, error) { return r.Patients(ctx, page) },
+	}
+}
+
+// appendPatientField writes column i of a row of EachPatientRow, whose bytes are v (never NULL),
+// as the JSON of Patient's struct field i (patientsSQL selects them in the order of the struct),
+// exactly as the Go value EachPatient would decode is written.
+func appendPatientField(b []byte, i int, v []byte) ([]byte, bool) {
+	switch i {
+	case 0, 1: // sk_patient, age: bigint and integer as text, the digits strconv.AppendInt writes
+		return append(b, v...), true
+	case 2: // date_of_birth
+		b = append(b, '"')
+		b, ok := database.AppendDate(b, v)
+		return append(b, '"'), ok
+	case 3: // gender
+		return jsonscalar.AppendString(b, v), true
+	case 4: // weight: float8 in binary
+		if len(v) != 8 {
+			return b, false
+		}
+		return jsonscalar.AppendFloat(b, math.Float64frombits(binary.BigEndian.Uint64(v)))
+	}
+	return b, false
 }
 
 // Patients returns the dim_patient rows of page ordered by sk_patient: EachPatient's rows, the values
@@ -169,6 +210,41 @@ const oxygensSQL = `SELECT sk_oxygen, record_id, route, flow_rate::float8, admin
 // distinct fields, and hands each to fn as EachPatient does (Route is interned).
 func (r *Repository) EachOxygen(ctx context.Context, page keyset.Page, fn func(*Oxygen) bool) (bool, error) {
 	return r.eachOxygen(ctx, oxygensSQL, page.Args(), fn)
+}
+
+// OxygenList is the fact_oxygen rows of page as a list root field writes them, as PatientList.
+func (r *Repository) OxygenList(page keyset.Page) graphqlserver.Source[Oxygen] {
+	return graphqlserver.Source[Oxygen]{
+		Rows: func(ctx context.Context, yield func([][]byte) bool) (bool, error) {
+			return r.EachOxygenRow(ctx, page, yield)
+		},
+		Column: appendOxygenField,
+		Values: func(ctx context.Context, yield func(*Oxygen) bool) (bool, error) {
+			return r.EachOxygen(ctx, page, yield)
+		},
+		All: func(ctx context.Context) ([]Oxygen, error) { return r.Oxygens(ctx, nil, page) },
+	}
+}
+
+// appendOxygenField is appendPatientField for a row of EachOxygenRow (oxygensSQL selects
+// Oxygen's fields in the order of the struct).
+func appendOxygenField(b []byte, i int, v []byte) ([]byte, bool) {
+	switch i {
+	case 0, 1: // sk_oxygen, record_id: bigint as text
+		return append(b, v...), true
+	case 2: // route
+		return jsonscalar.AppendString(b, v), true
+	case 3: // flow_rate: float8 in binary
+		if len(v) != 8 {
+			return b, false
+		}
+		return jsonscalar.AppendFloat(b, math.Float64frombits(binary.BigEndian.Uint64(v)))
+	case 4: // administered_at
+		b = append(b, '"')
+		b, ok := appendTimestamp(b, v)
+		return append(b, '"'), ok
+	}
+	return b, false
 }
 
 // oxygenFormats are the formats EachOxygenRow asks for oxygensSQL's columns in, as

@@ -17,6 +17,10 @@ type MainReport struct {
 	Rows   []MainReportRow `json:"rows"`
 }
 
+// PlainJSON declares MainReport written to JSON by the GraphQL path itself (gqljson.Plain): its
+// fields are json-tagged built-in scalars, lists and other such types.
+func (MainReport) PlainJSON() {}
+
 // MainReportRow is one record of the main report; the export's CSV has the same columns
 // (ColumnNames) in the same order.
 type MainReportRow struct {
@@ -35,6 +39,10 @@ type MainReportRow struct {
 	OxygenRoutes    []string `json:"oxygen_routes"`
 }
 
+// PlainJSON declares MainReportRow written to JSON by the GraphQL path itself (gqljson.Plain): its
+// fields are json-tagged built-in scalars.
+func (MainReportRow) PlainJSON() {}
+
 // MainReportSummary holds main_report_summary's figures.
 type MainReportSummary struct {
 	Records              int64        `json:"records"`
@@ -48,17 +56,29 @@ type MainReportSummary struct {
 	ByStation            []ValueCount `json:"by_station"`
 }
 
+// PlainJSON declares MainReportSummary written to JSON by the GraphQL path itself (gqljson.Plain): its
+// fields are json-tagged built-in scalars, lists and other such types.
+func (MainReportSummary) PlainJSON() {}
+
 // ValueCount is one entry of a summary's breakdown.
 type ValueCount struct {
 	Value *string `json:"value"`
 	Count int64   `json:"count"`
 }
 
+// PlainJSON declares ValueCount written to JSON by the GraphQL path itself (gqljson.Plain): its
+// fields are json-tagged built-in scalars.
+func (ValueCount) PlainJSON() {}
+
 // Station is one dim_station row.
 type Station struct {
 	StationID   int32  `json:"station_id"`
 	StationName string `json:"station_name"`
 }
+
+// PlainJSON declares Station written to JSON by the GraphQL path itself (gqljson.Plain): its
+// fields are json-tagged built-in scalars.
+func (Station) PlainJSON() {}
 
 // QueryableColumn is a column of the stats catalog as the lookups endpoint lists it.
 type QueryableColumn struct {

@@ -8,6 +8,8 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/emsanalytics/emsquery/platform/database"
+	"github.com/emsanalytics/emsquery/platform/graphqlserver"
+	"github.com/emsanalytics/emsquery/platform/jsonscalar"
 	"github.com/emsanalytics/emsquery/platform/keyset"
 )
 
@@ -93,6 +95,46 @@ func (r *Repository) EachResourceRow(ctx context.Context, page keyset.Page, fn f
 }
 
 // Resources returns the dim_resource rows of page ordered by sk_resource.
+// ResourceList is the dim_resource rows of page as a list root field writes them (graphqlserver.List):
+// the rows as the database sends them, each column written to JSON by appendResourceField.
+func (r *Repository) ResourceList(page keyset.Page) graphqlserver.Source[Resource] {
+	return graphqlserver.Source[Resource]{
+		Rows: func(ctx context.Context, yield func([][]byte) bool) (bool, error) {
+			return r.EachResourceRow(ctx, page, func(row [][]byte) bool {
+				// A NULL where the decoding path scans into a non-nullable value (the schema's
+				// NOT NULL columns, whether selected or not) fails that path's scan: the answer
+				// fails here too, not a list written without the column.
+				if len(row) != len(resourceFormats) || row[0] == nil || row[1] == nil || row[2] == nil || row[5] == nil {
+					return false
+				}
+				return yield(row)
+			})
+		},
+		Column: appendResourceField,
+		Values: func(ctx context.Context, yield func(*Resource) bool) (bool, error) {
+			return r.EachResource(ctx, page, yield)
+		},
+		All: func(ctx context.Context) ([]Resource, error) { return r.Resources(ctx, page) },
+	}
+}
+
+// appendResourceField writes column i of a row of EachResourceRow, whose bytes are v (never
+// NULL), as the JSON of Resource's struct field i (resourcesSQL selects them in the order of the
+// struct), exactly as the Go value EachResource would decode is written.
+func appendResourceField(b []byte, i int, v []byte) ([]byte, bool) {
+	switch i {
+	case 0, 1, 3: // sk_resource, resource_id, station_id: integers as text, the digits strconv.AppendInt writes
+		return append(b, v...), true
+	case 2, 4: // callsign, station
+		return jsonscalar.AppendString(b, v), true
+	case 5, 6: // valid_from, valid_to
+		b = append(b, '"')
+		b, ok := database.AppendDate(b, v)
+		return append(b, '"'), ok
+	}
+	return b, false
+}
+
 func (r *Repository) Resources(ctx context.Context, page keyset.Page) ([]Resource, error) {
 	rows := []Resource{}
 	_, err := r.EachResource(ctx, page, func(res *Resource) bool {
@@ -155,6 +197,14 @@ func (r *Repository) EachStationResources(ctx context.Context, fn func(*StationR
 }
 
 // StationResources returns every station with its resources (see stationResourcesSQL).
+// StationResourcesList is the stations with their resources as the root field writes them.
+func (r *Repository) StationResourcesList() graphqlserver.Source[StationResources] {
+	return graphqlserver.Source[StationResources]{
+		Values: r.EachStationResources,
+		All:    r.StationResources,
+	}
+}
+
 func (r *Repository) StationResources(ctx context.Context) ([]StationResources, error) {
 	rows := []StationResources{}
 	_, err := r.EachStationResources(ctx, func(st *StationResources) bool {

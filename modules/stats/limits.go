@@ -3,6 +3,7 @@ package stats
 import (
 	"github.com/emsanalytics/emsquery/platform/apierr"
 	"github.com/emsanalytics/emsquery/platform/config"
+	"github.com/emsanalytics/emsquery/platform/keyset"
 )
 
 // Limits bound what one request may ask of the record query: how many columns, filters and
@@ -17,13 +18,14 @@ type Limits struct {
 	SeriesPoints int // LIMITS__MAX_SERIES_POINTS
 }
 
-// NewLimits takes the limits from the settings.
-func NewLimits(l config.Limits) Limits {
+// NewLimits takes the limits from the settings; the largest page is LIMITS__MAX_PAGE_SIZE as
+// platform/keyset reads it (the one place that setting is read).
+func NewLimits(l config.Limits, maxPage keyset.MaxPage) Limits {
 	return Limits{
 		Columns:      int(l.Columns),
 		Filters:      int(l.Filters),
 		FilterValues: int(l.FilterValues),
-		PageSize:     int(l.PageSize),
+		PageSize:     int(maxPage),
 		SeriesPoints: int(l.SeriesPoints),
 	}
 }

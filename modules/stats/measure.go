@@ -27,6 +27,10 @@ type MeasureStats struct {
 	WithinTargetShare *float64     `json:"within_target_share"`
 }
 
+// PlainJSON declares MeasureStats written to JSON by the GraphQL path itself (gqljson.Plain): its
+// fields are json-tagged built-in scalars, lists and other such types.
+func (MeasureStats) PlainJSON() {}
+
 // GroupValue is one group_by column's value in a MeasureStats (the database's text form; nil
 // for NULL).
 type GroupValue struct {
@@ -34,11 +38,19 @@ type GroupValue struct {
 	Value  *string `json:"value"`
 }
 
+// PlainJSON declares GroupValue written to JSON by the GraphQL path itself (gqljson.Plain): its
+// fields are json-tagged built-in scalars.
+func (GroupValue) PlainJSON() {}
+
 // Percentile is the continuous percentile P (0 to 1) of the measured values.
 type Percentile struct {
 	P     float64  `json:"p"`
 	Value *float64 `json:"value"`
 }
+
+// PlainJSON declares Percentile written to JSON by the GraphQL path itself (gqljson.Plain): its
+// fields are json-tagged built-in scalars.
+func (Percentile) PlainJSON() {}
 
 // Bounds of record_stats' percentiles argument.
 const maxPercentiles = 10

@@ -5,7 +5,7 @@ import (
 
 	"github.com/99designs/gqlgen/graphql"
 
-	"github.com/emsanalytics/emsquery/platform/gqljson"
+	"github.com/emsanalytics/emsquery/platform/graphqlserver"
 )
 
 // RecordsCount is the answer of records_count.
@@ -20,12 +20,20 @@ type DistinctValue struct {
 	Value  *string `json:"value"`
 }
 
+// PlainJSON declares DistinctValue written to JSON by the GraphQL path itself (gqljson.Plain): its
+// fields are json-tagged built-in scalars.
+func (DistinctValue) PlainJSON() {}
+
 // UniqueCount is one entry of unique_counts: how many matching records have value in column.
 type UniqueCount struct {
 	Column string  `json:"column"`
 	Count  int64   `json:"count"`
 	Value  *string `json:"value"`
 }
+
+// PlainJSON declares UniqueCount written to JSON by the GraphQL path itself (gqljson.Plain): its
+// fields are json-tagged built-in scalars.
+func (UniqueCount) PlainJSON() {}
 
 // Resolver answers the stats root fields of /graphql.
 type Resolver struct {
@@ -84,52 +92,9 @@ func (r *Resolver) RecordSeries(ctx context.Context, startDate string, endDate s
 		return nil, err
 	}
 	req := SeriesRequest{Records: f, Bucket: bucket, GroupBy: groupBy}
-	// When the selection allows, the JSON is written as the rows are read and gqlgen gets an
-	// empty list to marshal in its place: thousands of points (a year of days by urgency) cost
-	// the decoding path a SeriesPoint, a label and several values each.
-	if l := gqljson.NewList[SeriesPoint](ctx); l != nil {
-		var fields [4][]byte
-		rows := func(yield func([][]byte) bool) (bool, error) {
-			return r.repo.EachSeriesRow(ctx, req, r.limits, func(p *SeriesRow) bool {
-				fields = [4][]byte{p.Bucket, p.Column, p.Value, p.Count}
-				return yield(fields[:])
-			})
-		}
-		values := func(yield func(*SeriesPoint) bool) (bool, error) {
-			points, err := r.repo.RecordSeries(ctx, req, r.limits)
-			if err != nil {
-				return false, err
-			}
-			for _, p := range points {
-				if !yield(p) {
-					return false, nil
-				}
-			}
-			return true, nil
-		}
-		done, err := l.Fill(rows, appendSeriesField, values)
-		if err != nil {
-			return nil, err
-		}
-		if done {
-			return []*SeriesPoint{}, nil
-		}
-		// A bucket EachSeriesRow cannot label, or a value gqlgen must judge: the usual way.
-	}
-	return r.repo.RecordSeries(ctx, req, r.limits)
-}
-
-// appendSeriesField writes, for gqljson.List.Fill, SeriesRow's field i (SeriesPoint's struct
-// field i), never NULL, exactly as gqljson writes SeriesPoint's Go value: the three texts as
-// JSON strings, the count's digits as they are (strconv.AppendInt's for an int64).
-func appendSeriesField(b []byte, i int, v []byte) ([]byte, bool) {
-	switch i {
-	case 0, 1, 2:
-		return gqljson.AppendString(b, v), true
-	case 3:
-		return append(b, v...), true
-	}
-	return b, false
+	// Thousands of points (a year of days by urgency) are written to JSON from the database's
+	// bytes; the decoding path would cost a SeriesPoint, a label and several values each.
+	return graphqlserver.List(ctx, r.repo.SeriesList(req, r.limits), false)
 }
 
 func (r *Resolver) RecordStats(ctx context.Context, startDate string, endDate string, measure string, groupBy []string, bucket *TimeBucket, percentiles []float64, target *float64, useOr *bool, filters []*Filter) ([]*MeasureStats, error) {

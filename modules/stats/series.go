@@ -13,6 +13,8 @@ import (
 
 	"github.com/emsanalytics/emsquery/platform/apierr"
 	"github.com/emsanalytics/emsquery/platform/database"
+	"github.com/emsanalytics/emsquery/platform/graphqlserver"
+	"github.com/emsanalytics/emsquery/platform/jsonscalar"
 )
 
 // SeriesPoint is one point of record_series: the records in one bucket and, with group_by,
@@ -23,6 +25,10 @@ type SeriesPoint struct {
 	Value  *string `json:"value"`
 	Count  int64   `json:"count"`
 }
+
+// PlainJSON declares SeriesPoint written to JSON by the GraphQL path itself (gqljson.Plain): its
+// fields are json-tagged built-in scalars.
+func (SeriesPoint) PlainJSON() {}
 
 // SeriesRequest is record_series' arguments.
 type SeriesRequest struct {
@@ -276,4 +282,52 @@ func (s bucketSpec) rawLabel(b []byte) (string, bool, error) {
 	}
 	t := time.Unix(microsecondsToY2K/1000000+us/1000000, (microsecondsToY2K%1000000+us%1000000)*1000).UTC()
 	return s.label(t, 0), true, nil
+}
+
+// SeriesList is the points of req as record_series writes them (graphqlserver.List): the rows of
+// EachSeriesRow, each field written to JSON by appendSeriesField.
+func (r *Repository) SeriesList(req SeriesRequest, lim Limits) graphqlserver.Source[SeriesPoint] {
+	return graphqlserver.Source[SeriesPoint]{
+		Rows: func(ctx context.Context, yield func([][]byte) bool) (bool, error) {
+			var fields [4][]byte
+			return r.EachSeriesRow(ctx, req, lim, func(p *SeriesRow) bool {
+				fields = [4][]byte{p.Bucket, p.Column, p.Value, p.Count}
+				return yield(fields[:])
+			})
+		},
+		Column: appendSeriesField,
+		Values: func(ctx context.Context, yield func(*SeriesPoint) bool) (bool, error) {
+			points, err := r.RecordSeries(ctx, req, lim)
+			if err != nil {
+				return false, err
+			}
+			for _, p := range points {
+				if !yield(p) {
+					return false, nil
+				}
+			}
+			return true, nil
+		},
+		All: func(ctx context.Context) ([]SeriesPoint, error) {
+			points, err := r.RecordSeries(ctx, req, lim)
+			out := make([]SeriesPoint, len(points))
+			for i, p := range points {
+				out[i] = *p
+			}
+			return out, err
+		},
+	}
+}
+
+// appendSeriesField writes, SeriesRow's field i (SeriesPoint's struct
+// field i), never NULL, exactly as the list writes SeriesPoint's Go value: the three texts as
+// JSON strings, the count's digits as they are (strconv.AppendInt's for an int64).
+func appendSeriesField(b []byte, i int, v []byte) ([]byte, bool) {
+	switch i {
+	case 0, 1, 2:
+		return jsonscalar.AppendString(b, v), true
+	case 3:
+		return append(b, v...), true
+	}
+	return b, false
 }

@@ -1,10 +1,10 @@
 // Package answercache keeps GraphQL answers in memory and serves them again while the data
-// they were computed from has not changed (contract section 6.5).
+// they were computed from has not changed (contract section 6.5). It is the store and the data
+// versions only: the GraphQL path (platform/graphqlserver) decides what a question is (its
+// Key), asks here for a kept answer, computes the others and hands back those that may be kept.
 //
-// What is kept: per endpoint, a successful answer (HTTP 200, no errors member) byte for byte as
-// the engine wrote it, headers included, under a key of everything those bytes depend on (see
-// keyOf). Answers with errors are never kept; the CSV export is not a GraphQL endpoint and
-// never passes here.
+// What is kept: per question, a successful answer (HTTP 200, no errors member) byte for byte as
+// it was sent, headers included. Answers with errors are never kept.
 //
 // Freshness: every answer is kept under the data version (an epoch, see versions) current when
 // its computation started, and served only while that version is still current. The version
@@ -16,36 +16,25 @@
 //
 // Identical questions in flight are coalesced (golang.org/x/sync/singleflight, keyed by key
 // and version): the first computes, the others wait for its answer; when that answer cannot be
-// shared (errors: a timeout or a client that left may be the cause), each computes its own.
+// shared (errors: a timeout or a client that left may be the cause; or too large to keep),
+// each computes its own.
 //
 // Memory: answers, keys and bookkeeping stay within CACHE__MAX_BYTES (least recently used out
-// first); an answer larger than an eighth of it is not kept.
-//
-// Every GraphQL response says what happened in an RFC 9211 Cache-Status header: "emsquery;
-// hit", "emsquery; fwd=miss" (computed, and kept or keepable) or "emsquery; fwd=bypass" (not
-// cacheable, or caching off); Status sets the last on responses the engine never saw (401, a
-// refused request).
+// first); an answer larger than an eighth of it is not kept (MaxAnswer).
 package answercache
 
 import (
-	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/binary"
-	"io"
 	"log/slog"
-	"net/http"
 	"time"
 
-	"github.com/99designs/gqlgen/graphql"
-	"github.com/99designs/gqlgen/graphql/handler"
-	"github.com/gofiber/fiber/v2"
-	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"golang.org/x/sync/singleflight"
 
 	"github.com/emsanalytics/emsquery/platform/config"
 	"github.com/emsanalytics/emsquery/platform/database"
-	"github.com/emsanalytics/emsquery/platform/gqljson"
 )
 
 // The Cache-Status values (RFC 9211), "emsquery" being the cache's name.
@@ -59,7 +48,8 @@ const (
 // minPollInterval bounds how often the data version is read, however small the staleness.
 const minPollInterval = 10 * time.Millisecond
 
-// Cache is the answers kept for the GraphQL endpoints. A nil Cache is caching off.
+// Cache is the answers kept for the GraphQL endpoints. A nil Cache is caching off: every
+// method answers as an empty cache that keeps nothing.
 type Cache struct {
 	store    *store
 	versions *versions
@@ -100,185 +90,112 @@ func New(cfg config.Cache, db *database.DB, log *slog.Logger, mp metric.MeterPro
 	}, nil
 }
 
-// Handler serves the GraphQL endpoint at route through the cache: engine is the endpoint's
-// engine (platform/graphqlserver), which also gets a response hook that tells the cache
-// whether an answer has errors. On a nil Cache it returns engine itself.
-func (c *Cache) Handler(route string, engine *handler.Server) http.Handler {
+// Key identifies a question: a SHA-256 of everything its answer's bytes depend on.
+type Key [32]byte
+
+// KeyOf is the key of the parts of a question (each given whole; no two different lists of
+// parts have one key).
+func KeyOf(parts ...[]byte) Key {
+	h := sha256.New()
+	for _, part := range parts {
+		var n [8]byte
+		binary.BigEndian.PutUint64(n[:], uint64(len(part)))
+		h.Write(n[:])
+		h.Write(part)
+	}
+	var k Key
+	h.Sum(k[:0])
+	return k
+}
+
+// Answer is a response kept in memory, byte for byte as it was sent. It is never changed once
+// made, so any number of responses may send it at once.
+type Answer struct {
+	Status int
+	Header [][2]string // in the order written
+	Body   []byte
+}
+
+// Version is the data version a question is asked in.
+type Version struct {
+	epoch uint64
+	ok    bool
+}
+
+// Current is the data version now; not ok (nothing may be answered from memory, nor kept)
+// while the cache is off or a database host's version is older than CACHE__MAX_STALENESS.
+func (c *Cache) Current() (Version, bool) {
 	if c == nil {
-		return engine
+		return Version{}, false
 	}
-	engine.AroundResponses(noteOutcome)
-	return &endpoint{c: c, route: route, next: engine,
-		attrs: []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("http.route", route)))}}
+	e, ok := c.versions.epoch()
+	return Version{epoch: e, ok: ok}, ok
 }
 
-// Status is the Fiber middleware of a GraphQL path that marks a response the cache never saw
-// (a 401, a request refused before the engine, or caching off) "fwd=bypass".
-func Status(c *fiber.Ctx) error {
-	err := c.Next()
-	if len(c.Response().Header.Peek(HeaderCacheStatus)) == 0 {
-		c.Set(HeaderCacheStatus, StatusBypass)
+// MaxAnswer is the size of the largest answer that may be kept (0: none), so that the GraphQL
+// path stops recording an answer past it.
+func (c *Cache) MaxAnswer() int64 {
+	if c == nil {
+		return 0
 	}
-	return err
+	return c.store.maxEntry
 }
 
-type endpoint struct {
-	c     *Cache
-	route string
-	next  http.Handler
-	attrs []metric.AddOption
+// Get returns the answer kept for k in version v, or nil.
+func (c *Cache) Get(k Key, v Version) *Answer {
+	if c == nil || !v.ok {
+		return nil
+	}
+	return c.store.get(k, v.epoch)
 }
 
-// result is one computation's answer, shared by the requests coalesced on it.
-type result struct {
-	hit       bool    // found kept after all (another computation finished first)
-	cacheable bool    // 200, no errors, small enough: the waiters may have it too
-	answer    *answer // the answer with its body in parts
-	parts     [][]byte
-}
-
-func (e *endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	ctx := r.Context()
-	var body []byte
-	if r.Method == http.MethodPost && r.Body != nil {
-		b, err := io.ReadAll(r.Body)
-		if err != nil {
-			e.bypass(w, r, b)
-			return
+// Share computes the answer to k in version v once for all the requests that ask it at once:
+// the first runs compute (which sends its own answer as it is made, and returns the answer
+// when it may be kept); the others wait and get that answer. mine says whether compute ran
+// here; a is nil when the answer could not be shared (the waiter computes its own). An answer
+// found kept meanwhile is returned as found.
+func (c *Cache) Share(k Key, v Version, compute func() *Answer) (a *Answer, mine bool) {
+	if c == nil || !v.ok {
+		return compute(), true
+	}
+	res, _, _ := c.flights.Do(flightKey(k, v.epoch), func() (any, error) {
+		if kept := c.store.get(k, v.epoch); kept != nil {
+			return kept, nil
 		}
-		body = b
-	}
-	k, err := keyOf(e.route, r, body)
-	if err != nil {
-		e.bypass(w, r, body)
-		return
-	}
-	epoch, ok := e.c.versions.epoch()
-	if !ok {
-		e.bypass(w, r, body)
-		return
-	}
-	if a := e.c.store.get(k, epoch); a != nil {
-		e.c.metrics.hits.Add(ctx, 1, e.attrs...)
-		writeAnswer(w, a, [][]byte{a.body}, StatusHit)
-		return
-	}
-	mine := false
-	v, _, _ := e.c.flights.Do(flightKey(k, epoch), func() (any, error) {
 		mine = true
-		if a := e.c.store.get(k, epoch); a != nil {
-			return &result{hit: true, cacheable: true, answer: a, parts: [][]byte{a.body}}, nil
+		a := compute()
+		if a != nil {
+			c.store.put(k, a, v.epoch)
 		}
-		return e.compute(r, body, k, epoch), nil
+		return a, nil
 	})
-	res := v.(*result)
-	switch {
-	case !mine && !res.cacheable:
-		// Errors may be the computing request's own (its timeout, its client gone): compute.
-		e.bypass(w, r, body)
-		return
-	case res.hit:
-		e.c.metrics.hits.Add(ctx, 1, e.attrs...)
-		writeAnswer(w, res.answer, res.parts, StatusHit)
-		return
-	case !mine:
-		e.c.metrics.coalesced.Add(ctx, 1, e.attrs...)
-	case res.cacheable:
-		e.c.metrics.misses.Add(ctx, 1, e.attrs...)
-	default:
-		e.c.metrics.bypasses.Add(ctx, 1, e.attrs...)
-	}
-	status := StatusBypass
-	if res.cacheable {
-		status = StatusMiss
-	}
-	writeAnswer(w, res.answer, res.parts, status)
+	a, _ = res.(*Answer)
+	return a, mine
 }
 
-// compute runs the engine for the request into memory, keeps the answer when it may be kept,
-// and returns it for every request coalesced on it.
-func (e *endpoint) compute(r *http.Request, body []byte, k key, epoch uint64) *result {
-	o := &outcome{}
-	rr := r.WithContext(context.WithValue(r.Context(), outcomeKey{}, o))
-	rr.Body = io.NopCloser(bytes.NewReader(body))
-	rec := &recorder{header: http.Header{}}
-	e.next.ServeHTTP(rec, rr)
-	a := rec.answer()
-	res := &result{answer: a, parts: rec.parts}
-	size := a.size() + int64(rec.size)
-	if a.status != http.StatusOK || !o.seen || o.errors || o.incomplete || size > e.c.store.maxEntry {
-		return res
-	}
-	res.cacheable = true
-	// The kept answer is a copy in one piece: the parts may be buffers platform/gqljson handed
-	// over, which must not be pinned, and one piece is what a hit sends fastest.
-	kept := *a
-	kept.body = bytes.Join(rec.parts, nil)
-	res.answer, res.parts = &kept, [][]byte{kept.body}
-	e.c.store.put(k, &kept, epoch)
-	return res
-}
+// The outcomes a request has with the cache, counted per route.
+type Outcome int
 
-// bypass computes the answer as without the cache. body is the request's body, already read.
-func (e *endpoint) bypass(w http.ResponseWriter, r *http.Request, body []byte) {
-	e.c.metrics.bypasses.Add(r.Context(), 1, e.attrs...)
-	w.Header().Set(HeaderCacheStatus, StatusBypass)
-	if body != nil {
-		r = r.WithContext(r.Context())
-		r.Body = io.NopCloser(bytes.NewReader(body))
+const (
+	Hit       Outcome = iota // answered from memory
+	Miss                     // computed, and kept or keepable
+	Coalesced                // answered with what an identical request in flight computed
+	Bypass                   // not cacheable, or computed again after a computation it waited for could not be shared
+)
+
+// Count counts a request's outcome for the endpoint at route.
+func (c *Cache) Count(ctx context.Context, route string, o Outcome) {
+	if c == nil {
+		return
 	}
-	e.next.ServeHTTP(w, r)
+	c.metrics.count(ctx, route, o)
 }
 
 // flightKey is the coalescing key: the question and the epoch it is asked in (a question
 // asked after the data changed does not wait for an answer computed before).
-func flightKey(k key, epoch uint64) string {
-	var b [len(key{}) + 8]byte
+func flightKey(k Key, epoch uint64) string {
+	var b [len(Key{}) + 8]byte
 	copy(b[:], k[:])
 	binary.BigEndian.PutUint64(b[len(k):], epoch)
 	return string(b[:])
-}
-
-// writeAnswer sends a kept or computed answer: its headers and status, the Cache-Status, and
-// the body parts, handed over without a copy where the writer takes them so (they are never
-// changed).
-func writeAnswer(w http.ResponseWriter, a *answer, parts [][]byte, cacheStatus string) {
-	h := w.Header()
-	for _, kv := range a.header {
-		h.Add(kv[0], kv[1])
-	}
-	h.Set(HeaderCacheStatus, cacheStatus)
-	w.WriteHeader(a.status)
-	sw, shared := w.(gqljson.SharedWriter)
-	for _, p := range parts {
-		var err error
-		if shared {
-			_, err = sw.WriteShared(p)
-		} else {
-			_, err = w.Write(p)
-		}
-		if err != nil {
-			return
-		}
-	}
-}
-
-// outcome is what the engine's response hook saw of an answer computed for the cache.
-type outcome struct {
-	seen       bool // a GraphQL response was made (not a transport's refusal)
-	errors     bool
-	incomplete bool // more would follow (incremental delivery)
-}
-
-type outcomeKey struct{}
-
-// noteOutcome is the engine's response hook: it tells compute whether the answer has errors.
-func noteOutcome(ctx context.Context, next graphql.ResponseHandler) *graphql.Response {
-	resp := next(ctx)
-	if o, ok := ctx.Value(outcomeKey{}).(*outcome); ok && resp != nil {
-		o.seen = true
-		o.errors = o.errors || len(resp.Errors) > 0
-		o.incomplete = o.incomplete || resp.HasNext != nil && *resp.HasNext
-	}
-	return resp
 }

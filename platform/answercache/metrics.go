@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -20,6 +21,7 @@ type cacheMetrics struct {
 	hits, misses, coalesced, bypasses metric.Int64Counter
 	invalidations, evictions          metric.Int64Counter
 	reasons                           map[string][]metric.AddOption
+	routes                            sync.Map // route -> []metric.AddOption
 	reg                               metric.Registration
 }
 
@@ -75,3 +77,22 @@ func (m *cacheMetrics) invalidated(reason string) {
 }
 
 func (m *cacheMetrics) evicted(n int) { m.evictions.Add(context.Background(), int64(n)) }
+
+// count adds one request of outcome o at route; the attribute sets are made once per route.
+func (m *cacheMetrics) count(ctx context.Context, route string, o Outcome) {
+	opts, ok := m.routes.Load(route)
+	if !ok {
+		opts, _ = m.routes.LoadOrStore(route, []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("http.route", route)))})
+	}
+	add := opts.([]metric.AddOption)
+	switch o {
+	case Hit:
+		m.hits.Add(ctx, 1, add...)
+	case Miss:
+		m.misses.Add(ctx, 1, add...)
+	case Coalesced:
+		m.coalesced.Add(ctx, 1, add...)
+	default:
+		m.bypasses.Add(ctx, 1, add...)
+	}
+}

@@ -7,24 +7,14 @@ import (
 	"github.com/hashicorp/golang-lru/v2/simplelru"
 )
 
-// key identifies a question: a SHA-256 of everything the answer's bytes depend on (see keyOf).
-type key [32]byte
-
-// answer is a response kept in memory: what the engine wrote, byte for byte. It is never
-// changed once made, so any number of responses may send it at once.
-type answer struct {
-	status int
-	header [][2]string // the engine's headers, in the order written
-	body   []byte
-}
-
 // entryOverhead is what an entry costs besides its header and body bytes: its key, the answer
 // struct, the LRU's list element and map slot.
 const entryOverhead = 256
 
-func (a *answer) size() int64 {
-	n := int64(entryOverhead + len(a.body))
-	for _, h := range a.header {
+// Size is what a kept answer costs.
+func (a *Answer) Size() int64 {
+	n := int64(entryOverhead + len(a.Body))
+	for _, h := range a.Header {
 		n += int64(len(h[0]) + len(h[1]) + 32)
 	}
 	return n
@@ -41,7 +31,7 @@ type store struct {
 	maxEntry int64 // larger answers are not kept
 
 	mu    sync.Mutex
-	lru   *simplelru.LRU[key, *answer]
+	lru   *simplelru.LRU[Key, *Answer]
 	bytes int64
 	epoch uint64
 
@@ -56,8 +46,8 @@ func newStore(maxBytes int64, evicted func(int)) *store {
 	return &store{maxBytes: maxBytes, maxEntry: maxBytes / maxEntryShare, lru: newLRU(), evicted: evicted}
 }
 
-func newLRU() *simplelru.LRU[key, *answer] {
-	lru, err := simplelru.NewLRU[key, *answer](math.MaxInt, nil)
+func newLRU() *simplelru.LRU[Key, *Answer] {
+	lru, err := simplelru.NewLRU[Key, *Answer](math.MaxInt, nil)
 	if err != nil {
 		panic(err) // only for a size <= 0
 	}
@@ -65,7 +55,7 @@ func newLRU() *simplelru.LRU[key, *answer] {
 }
 
 // fits says whether an answer of this size may be kept at all.
-func (s *store) fits(a *answer) bool { return a.size() <= s.maxEntry }
+func (s *store) fits(a *Answer) bool { return a.Size() <= s.maxEntry }
 
 // advance moves the store to epoch e when e is newer, dropping every answer; the caller holds
 // mu. It says whether the store is now at e.
@@ -79,7 +69,7 @@ func (s *store) advance(e uint64) bool {
 }
 
 // get returns the answer kept for k in epoch e.
-func (s *store) get(k key, e uint64) *answer {
+func (s *store) get(k Key, e uint64) *Answer {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.advance(e) {
@@ -91,7 +81,7 @@ func (s *store) get(k key, e uint64) *answer {
 
 // put keeps a, computed for k in epoch e, unless e is no longer the store's epoch (the data
 // may have changed while it was computed) or a is too large.
-func (s *store) put(k key, a *answer, e uint64) bool {
+func (s *store) put(k Key, a *Answer, e uint64) bool {
 	if !s.fits(a) {
 		return false
 	}
@@ -101,17 +91,17 @@ func (s *store) put(k key, a *answer, e uint64) bool {
 		return false
 	}
 	if old, ok := s.lru.Peek(k); ok {
-		s.bytes -= old.size()
+		s.bytes -= old.Size()
 	}
 	s.lru.Add(k, a)
-	s.bytes += a.size()
+	s.bytes += a.Size()
 	n := 0
 	for s.bytes > s.maxBytes {
 		_, old, ok := s.lru.RemoveOldest()
 		if !ok {
 			break
 		}
-		s.bytes -= old.size()
+		s.bytes -= old.Size()
 		n++
 	}
 	if n > 0 && s.evicted != nil {

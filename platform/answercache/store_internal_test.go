@@ -6,12 +6,12 @@ import (
 	"testing"
 )
 
-func answerOf(n int) *answer {
-	return &answer{status: 200, header: [][2]string{{"Content-Type", "application/json"}}, body: bytes.Repeat([]byte("x"), n)}
+func answerOf(n int) *Answer {
+	return &Answer{Status: 200, Header: [][2]string{{"Content-Type", "application/json"}}, Body: bytes.Repeat([]byte("x"), n)}
 }
 
-func keyN(i int) key {
-	var k key
+func keyN(i int) Key {
+	var k Key
 	copy(k[:], fmt.Sprintf("%031d", i))
 	return k
 }
@@ -44,8 +44,8 @@ func TestStoreStaysWithinItsBytes(t *testing.T) {
 
 func TestStoreLeastRecentlyUsedGoesFirst(t *testing.T) {
 	a := answerOf(1000)
-	s := newStore(3*a.size(), nil)
-	s.maxEntry = a.size()
+	s := newStore(3*a.Size(), nil)
+	s.maxEntry = a.Size()
 	s.put(keyN(1), a, 1)
 	s.put(keyN(2), a, 1)
 	s.put(keyN(3), a, 1)
@@ -56,8 +56,8 @@ func TestStoreLeastRecentlyUsedGoesFirst(t *testing.T) {
 	}
 	// Replacing an answer counts its bytes once.
 	s.put(keyN(4), a, 1)
-	if n, b := s.stats(); n != 3 || b != 3*a.size() {
-		t.Errorf("after replacing: %d answers, %d bytes; want 3, %d", n, b, 3*a.size())
+	if n, b := s.stats(); n != 3 || b != 3*a.Size() {
+		t.Errorf("after replacing: %d answers, %d bytes; want 3, %d", n, b, 3*a.Size())
 	}
 }
 

@@ -92,8 +92,13 @@ type Checker struct {
 // NewChecker returns the checker for the settings, with the keys file read (an error names
 // AUTHENTICATION__API_KEYS_FILE and stops the start) and watched for changes and SIGHUP until the
 // cleanup. A key in AUTHENTICATION__API_KEY shorter than config.MinKeyLength is accepted (the
-// specification has a short default) with a warning that never shows the key.
+// specification has a short default) with a warning that never shows the key. mp counts failed
+// reloads of the keys file.
 func NewChecker(a config.Authentication, log *slog.Logger, mp metric.MeterProvider) (*Checker, func(), error) {
+	reloadFailures, err := newReloadFailures(mp)
+	if err != nil {
+		return nil, nil, err
+	}
 	if a.WeakKey() {
 		log.Warn("AUTHENTICATION__API_KEY is shorter than 32 characters; choose a long random value",
 			"min_length", config.MinKeyLength)
@@ -106,10 +111,8 @@ func NewChecker(a config.Authentication, log *slog.Logger, mp metric.MeterProvid
 		file:     strings.TrimSpace(a.APIKeysFile),
 		poll:     time.Duration(a.APIKeysPollInterval) * time.Second,
 		failures: newFailureLimiter(int(a.FailuresPerMinute), log),
-	}
-	var err error
-	if c.reloadFailures, err = newReloadFailures(mp); err != nil {
-		return nil, nil, err
+
+		reloadFailures: reloadFailures,
 	}
 	if k := a.APIKey.Reveal(); k != "" {
 		c.fallback = &key{name: DefaultKeyName, digest: sha256.Sum256([]byte(k)), scopes: scopeSet(1<<len(AllScopes) - 1)}

@@ -6,24 +6,30 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 )
 
-// meterName is the instrumentation scope of the checker's instruments.
-const meterName = "github.com/emsanalytics/emsquery/platform/auth"
+// reloadFailuresName is the counter of keys-file reloads that left the keys in force as they were
+// (Prometheus: emsquery_auth_keys_reload_failures_total), for an alert: the log says why, but
+// nobody reads it until a new key does not work. Healthz shows the last failure too (KeysFile).
+const reloadFailuresName = "emsquery.auth.keys.reload.failures"
 
-// newReloadFailures is the counter of keys-file reloads that failed (auth.keys.reload.failures;
-// Prometheus: auth_keys_reload_failures_total): a file that cannot be read or does not parse
-// leaves the old keys in force, which nobody notices until a new key is refused, so it is
-// counted for alerting, besides the log line and healthz.
 func newReloadFailures(mp metric.MeterProvider) (metric.Int64Counter, error) {
-	c, err := mp.Meter(meterName).Int64Counter("auth.keys.reload.failures",
-		metric.WithDescription("Reloads of AUTHENTICATION__API_KEYS_FILE that failed (the file could not be read or did not parse); the keys in force stayed."),
+	c, err := mp.Meter("github.com/emsanalytics/emsquery/platform/auth").Int64Counter(reloadFailuresName,
+		metric.WithDescription("Reloads of AUTHENTICATION__API_KEYS_FILE that failed (reason: read, the file could not be read; invalid, it did not parse); the keys in force stayed"),
 		metric.WithUnit("{reload}"))
 	if err != nil {
-		return nil, fmt.Errorf("auth metrics: %w", err)
+		return nil, fmt.Errorf("create metric %s: %w", reloadFailuresName, err)
 	}
 	return c, nil
+}
+
+// countReloadFailure counts a failed reload; a Checker made without NewChecker counts nothing.
+func (c *Checker) countReloadFailure(reason string) {
+	if c.reloadFailures != nil {
+		c.reloadFailures.Add(context.Background(), 1, metric.WithAttributes(attribute.String("reason", reason)))
+	}
 }
 
 // KeysFileState is how the keys file's last reload went.
@@ -49,14 +55,13 @@ func (c *Checker) KeysFile() (KeysFileState, bool) {
 	return KeysFileState{}, true
 }
 
-// reloadFailed records a failed reload: counted, and shown in healthz until a reload works.
+// reloadFailed records a failed reload for healthz until a reload works.
 func (c *Checker) reloadFailed(reason string) {
 	reason = strings.Join(strings.Fields(reason), " ")
 	if len(reason) > maxReasonLength {
 		reason = reason[:maxReasonLength] + "..."
 	}
 	c.fileState.Store(&KeysFileState{FailedAt: time.Now(), Reason: reason})
-	c.reloadFailures.Add(context.Background(), 1)
 }
 
 func (c *Checker) reloadWorked() { c.fileState.Store(nil) }

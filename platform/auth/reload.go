@@ -85,8 +85,7 @@ func (w *watcher) reload(trigger string, force bool) {
 	inForce := len(c.keys.Load().keys)
 	data, err := os.ReadFile(c.file)
 	if err != nil {
-		// Counted and logged once per error (the file is read every poll interval, and a missing
-		// file would count every second), and on every SIGHUP.
+		c.countReloadFailure("read")
 		if msg := err.Error(); force || msg != w.lastErr {
 			w.lastErr = msg
 			c.reloadFailed("cannot read the file: " + msg)
@@ -108,6 +107,7 @@ func (w *watcher) reload(trigger string, force bool) {
 	keys, err := parseKeyFile(data)
 	w.seenBad = err != nil
 	if err != nil {
+		c.countReloadFailure("invalid")
 		c.reloadFailed("not valid: " + err.Error())
 		c.log.Error("API keys file not reloaded: it is not valid; the keys in force stay", "file", c.file, "trigger", trigger,
 			"error", err.Error(), "keys_in_force", inForce)

@@ -172,7 +172,7 @@ func errorType(ctx context.Context, err error) string {
 		return pgErr.Code
 	}
 	switch {
-	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+	case errors.Is(ctx.Err(), context.DeadlineExceeded) || errors.Is(context.Cause(ctx), context.DeadlineExceeded):
 		return string(apierr.Timeout) // the request's own deadline
 	case errors.Is(err, context.Canceled) || ctx.Err() != nil:
 		return "canceled"

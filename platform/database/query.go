@@ -118,10 +118,18 @@ func (db *DB) runOn(ctx context.Context, op, q string, spanAttrs []attribute.Key
 // inTransaction runs fn on conn, within a transaction that starts with the session settings
 // when the pool leads to a transaction pooler (see sessionSettings).
 func (db *DB) inTransaction(ctx context.Context, conn *pgxpool.Conn, fn func(querier) error) error {
-	if !db.session.perTransaction() {
+	begin := db.session.begin
+	if isStreamed(ctx) {
+		// Its own transaction, for its own statement_timeout (SET LOCAL ends with it).
+		if begin == "" {
+			begin = "BEGIN READ ONLY"
+		}
+		begin += "; SET LOCAL statement_timeout = " + milliseconds(db.exportTimeout)
+	}
+	if begin == "" {
 		return fn(conn)
 	}
-	tx, err := conn.BeginTx(ctx, pgx.TxOptions{BeginQuery: db.session.begin})
+	tx, err := conn.BeginTx(ctx, pgx.TxOptions{BeginQuery: begin})
 	if err != nil {
 		return err
 	}
@@ -134,6 +142,18 @@ func (db *DB) inTransaction(ctx context.Context, conn *pgxpool.Conn, fn func(que
 	}
 	return tx.Commit(ctx)
 }
+
+type streamedKey struct{}
+
+// Streamed marks ctx's statements as read while their rows are sent to a client (the GraphQL
+// path's whole-table lists): their time is the client's pace as much as the database's, so they
+// run with LIMITS__EXPORT_TIMEOUT as their statement_timeout, as the CSV export does, instead of
+// LIMITS__STATEMENT_TIMEOUT, which would cut a slow but steady reader.
+func Streamed(ctx context.Context) context.Context {
+	return context.WithValue(ctx, streamedKey{}, true)
+}
+
+func isStreamed(ctx context.Context) bool { v, _ := ctx.Value(streamedKey{}).(bool); return v }
 
 // connectionLost says whether err shows that the connection itself is gone: the server ended
 // the session (shutdown, crash) or the socket closed.

@@ -10,6 +10,8 @@ import (
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 	"github.com/vektah/gqlparser/v2/parser"
+	"github.com/vektah/gqlparser/v2/validator"
+	"github.com/vektah/gqlparser/v2/validator/rules"
 
 	"github.com/emsanalytics/emsquery/platform/apierr"
 )
@@ -50,6 +52,7 @@ type queryLimits struct {
 	maxComplexity int
 	// cache is gqlgen's parsed-query cache: a document in it passed the checks before parsing.
 	cache      graphql.Cache[*ast.QueryDocument]
+	schema     *ast.Schema
 	complexity *extension.ComplexityLimit
 }
 
@@ -59,11 +62,12 @@ var _ interface {
 	graphql.OperationContextMutator
 } = &queryLimits{}
 
-func newQueryLimits(maxDepth, maxComplexity int, cache graphql.Cache[*ast.QueryDocument]) *queryLimits {
+func newQueryLimits(maxDepth, maxComplexity int, cache graphql.Cache[*ast.QueryDocument], schema *ast.Schema) *queryLimits {
 	return &queryLimits{
 		maxDepth:      maxDepth,
 		maxComplexity: maxComplexity,
 		cache:         cache,
+		schema:        schema,
 		complexity:    extension.FixedComplexityLimit(maxComplexity),
 	}
 }
@@ -73,6 +77,10 @@ func (q *queryLimits) ExtensionName() string { return "QueryLimits" }
 func (q *queryLimits) Validate(es graphql.ExecutableSchema) error { return q.complexity.Validate(es) }
 
 // MutateOperationParameters checks a document that gqlgen has not parsed yet, before it does.
+// The document is parsed here, once: when it passes the checks and validates, it goes into
+// gqlgen's parsed-query cache, where the executor finds it instead of parsing it again (as
+// gqlgen itself keeps a document it validated). A document that does not parse or validate is
+// left to gqlgen, which reports the errors with its own codes.
 func (q *queryLimits) MutateOperationParameters(ctx context.Context, raw *graphql.RawParams) *gqlerror.Error {
 	if raw.Query == "" {
 		return nil
@@ -85,9 +93,25 @@ func (q *queryLimits) MutateOperationParameters(ctx context.Context, raw *graphq
 	}
 	doc, err := parser.ParseQuery(&ast.Source{Input: raw.Query})
 	if err != nil {
-		return nil // gqlgen parses it again and reports the syntax error with its own code
+		return nil
 	}
-	return checkSize(doc, q.maxComplexity)
+	if err := checkSize(doc, q.maxComplexity); err != nil {
+		return err
+	}
+	if len(doc.Operations) > 0 && len(validator.ValidateWithRules(q.schema, doc, validationRules())) == 0 {
+		q.cache.Add(ctx, raw.Query, doc)
+	}
+	return nil
+}
+
+// validationRules are the rules gqlgen's executor validates with (its defaults, with
+// suggestions).
+func validationRules() *rules.Rules {
+	r := rules.NewDefaultRules()
+	r.RemoveRule("FieldsOnCorrectTypeWithoutSuggestions")
+	rule := rules.FieldsOnCorrectTypeRule
+	r.AddRule(rule.Name, rule.RuleFunc)
+	return r
 }
 
 // MutateOperationContext checks the validated operation a request runs.

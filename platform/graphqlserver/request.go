@@ -9,6 +9,7 @@ import (
 	"mime"
 	"net/url"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/gofiber/fiber/v2"
@@ -16,44 +17,87 @@ import (
 	"github.com/emsanalytics/emsquery/platform/apierr"
 )
 
-// CheckRequest is the Fiber middleware that answers a GraphQL request that is not one, before
-// gqlgen reads it: a method other than GET and POST (405), a POST whose Content-Type is not
-// application/json or whose body is compressed (415), an empty body, a body that is not one JSON
-// object with the GraphQL-over-HTTP parameters of the right JSON types, or a GET with parameters
-// that do not decode (400). Each gets a GraphQL errors body with BAD_USER_INPUT and a message that says what
-// to send instead. gqlgen would answer most of these without a code (which the error presenter
-// would turn into INTERNAL), some with the whole body echoed in the message.
-func CheckRequest(c *fiber.Ctx) error {
+// request is a GraphQL request as read, once, from the HTTP request: the parameters gqlgen
+// executes, and what the answer's bytes depend on besides them (the cache key's parts).
+type request struct {
+	get         bool
+	accept      string // the Accept header, which chooses the Content-Type
+	contentType string // the answer's, negotiated from accept
+	query       string
+	operation   string
+	variables   map[string]any
+	extensions  map[string]any
+	// vars and ext are variables and extensions in a canonical form (keys sorted, numbers as
+	// written), so that the same values written differently are one question.
+	vars, ext []byte
+	readStart time.Time
+}
+
+// readRequest reads the GraphQL request of c, or answers c with the refusal of one that is
+// not one (and returns nil): a method other than GET and POST (405), a POST whose Content-Type
+// is not application/json or whose body is compressed (415), an empty body, a body that is not
+// one JSON object with the GraphQL-over-HTTP parameters of the right JSON types, or a GET with
+// parameters that do not decode (400). Each gets a GraphQL errors body with BAD_USER_INPUT and
+// a message that says what to send instead, never a copy of what was sent.
+func readRequest(c *fiber.Ctx) *request {
+	start := time.Now()
+	var (
+		r   *request
+		err error
+	)
 	switch c.Method() {
 	case fiber.MethodPost:
-		return checkGraphQLPost(c)
+		r, err = readPost(c)
 	case fiber.MethodGet:
-		return checkGraphQLGet(c)
+		r, err = readGet(c)
 	default:
 		c.Set(fiber.HeaderAllow, "GET, POST")
-		return graphQLRefusal(c, fiber.StatusMethodNotAllowed,
+		refuse(c, fiber.StatusMethodNotAllowed,
 			"method %s is not allowed on a GraphQL path: send the query with POST (Content-Type: application/json) or GET", c.Method())
+		return nil
 	}
+	if err != nil {
+		var ref *refusalError
+		if errors.As(err, &ref) {
+			refuse(c, ref.status, "%s", ref.msg)
+		} else {
+			refuse(c, fiber.StatusBadRequest, "%s", err.Error())
+		}
+		return nil
+	}
+	r.readStart = start
+	r.accept = c.Get(fiber.HeaderAccept)
+	r.contentType = responseContentType(r.accept)
+	return r
 }
+
+// refusalError is a request refused with a status of its own.
+type refusalError struct {
+	status int
+	msg    string
+}
+
+func (e *refusalError) Error() string { return e.msg }
 
 const graphQLBodyHint = `send a JSON object such as {"query": "{ records_count { count } }", "variables": {}}`
 
-func checkGraphQLPost(c *fiber.Ctx) error {
+func readPost(c *fiber.Ctx) (*request, error) {
 	ct := c.Get(fiber.HeaderContentType)
 	if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != fiber.MIMEApplicationJSON {
 		if ct == "" {
-			return graphQLRefusal(c, fiber.StatusUnsupportedMediaType, "no Content-Type: send the request as application/json")
+			return nil, &refusalError{fiber.StatusUnsupportedMediaType, "no Content-Type: send the request as application/json"}
 		}
-		return graphQLRefusal(c, fiber.StatusUnsupportedMediaType, "Content-Type %q is not supported: send the request as application/json", shortText(ct))
+		return nil, &refusalError{fiber.StatusUnsupportedMediaType, fmt.Sprintf("Content-Type %q is not supported: send the request as application/json", shortText(ct))}
 	}
 	if enc := c.Get(fiber.HeaderContentEncoding); enc != "" && !strings.EqualFold(enc, "identity") {
-		return graphQLRefusal(c, fiber.StatusUnsupportedMediaType, "Content-Encoding %q is not supported: send the body uncompressed", shortText(enc))
+		return nil, &refusalError{fiber.StatusUnsupportedMediaType, fmt.Sprintf("Content-Encoding %q is not supported: send the body uncompressed", shortText(enc))}
 	}
 	// The body as received: Fiber's c.Body() would decompress it, without a bound.
-	if err := checkGraphQLBody(c.Request().Body()); err != nil {
-		return graphQLRefusal(c, fiber.StatusBadRequest, "%s", err.Error())
+	p, err := decodeGraphQLBody(c.Request().Body())
+	if err != nil {
+		return nil, err
 	}
-	return c.Next()
+	return p.request()
 }
 
 // graphQLParams are the GraphQL-over-HTTP parameters of a POST body, as sent.
@@ -64,21 +108,21 @@ type graphQLParams struct {
 	Extensions    json.RawMessage `json:"extensions"`
 }
 
-// checkGraphQLBody checks that body is one JSON object whose GraphQL-over-HTTP parameters have
-// their JSON types: query and operationName strings, variables and extensions objects (each may
-// be null or absent). Other members are ignored, as gqlgen ignores them.
-func checkGraphQLBody(body []byte) error {
+// decodeGraphQLBody decodes body, which must be one JSON object whose GraphQL-over-HTTP
+// parameters have their JSON types: query and operationName strings, variables and extensions
+// objects (each may be null or absent). Other members are ignored, as gqlgen ignores them.
+func decodeGraphQLBody(body []byte) (graphQLParams, error) {
 	trimmed := bytes.TrimLeft(body, " \t\r\n")
 	switch {
 	case len(trimmed) == 0:
-		return errors.New("the request body is empty: " + graphQLBodyHint)
+		return graphQLParams{}, errors.New("the request body is empty: " + graphQLBodyHint)
 	case trimmed[0] == '[':
-		return errors.New("the request body is a JSON array; batches of queries are not supported: " + graphQLBodyHint)
+		return graphQLParams{}, errors.New("the request body is a JSON array; batches of queries are not supported: " + graphQLBodyHint)
 	case trimmed[0] != '{':
 		if !json.Valid(body) {
-			return fmt.Errorf("the request body is not JSON: %s", graphQLBodyHint)
+			return graphQLParams{}, fmt.Errorf("the request body is not JSON: %s", graphQLBodyHint)
 		}
-		return errors.New("the request body is not a JSON object: " + graphQLBodyHint)
+		return graphQLParams{}, errors.New("the request body is not a JSON object: " + graphQLBodyHint)
 	}
 	var p graphQLParams
 	// A body Unmarshal takes is one a Decoder takes with nothing after it; Unmarshal does it
@@ -88,10 +132,10 @@ func checkGraphQLBody(body []byte) error {
 		p = graphQLParams{}
 		dec := json.NewDecoder(bytes.NewReader(body))
 		if err := dec.Decode(&p); err != nil {
-			return fmt.Errorf("the request body is not valid JSON (%s): %s", jsonProblem(err), graphQLBodyHint)
+			return graphQLParams{}, fmt.Errorf("the request body is not valid JSON (%s): %s", jsonProblem(err), graphQLBodyHint)
 		}
 		if _, err := dec.Token(); err != io.EOF {
-			return errors.New("the request body has more after its JSON object: " + graphQLBodyHint)
+			return graphQLParams{}, errors.New("the request body has more after its JSON object: " + graphQLBodyHint)
 		}
 	}
 	for _, m := range []struct {
@@ -106,32 +150,93 @@ func checkGraphQLBody(body []byte) error {
 		{"extensions", p.Extensions, '{', "a JSON object"},
 	} {
 		if len(m.value) > 0 && m.value[0] != m.want && string(m.value) != "null" {
-			return fmt.Errorf("%s must be %s (or null), not %s", m.name, m.what, jsonKind(m.value))
+			return graphQLParams{}, fmt.Errorf("%s must be %s (or null), not %s", m.name, m.what, jsonKind(m.value))
 		}
 	}
-	return nil
+	return p, nil
 }
 
-func checkGraphQLGet(c *fiber.Ctx) error {
+func readGet(c *fiber.Ctx) (*request, error) {
 	vals, err := url.ParseQuery(string(c.Request().URI().QueryString()))
 	if err != nil {
-		return graphQLRefusal(c, fiber.StatusBadRequest, "the query string does not decode: %s", shortText(err.Error()))
+		return nil, fmt.Errorf("the query string does not decode: %s", shortText(err.Error()))
 	}
-	for _, name := range []string{"variables", "extensions"} {
-		v := strings.TrimSpace(vals.Get(name))
+	p := graphQLParams{}
+	if q := vals.Get("query"); q != "" {
+		p.Query, _ = json.Marshal(q)
+	}
+	if o := vals.Get("operationName"); o != "" {
+		p.OperationName, _ = json.Marshal(o)
+	}
+	for _, m := range []struct {
+		name string
+		to   *json.RawMessage
+	}{{"variables", &p.Variables}, {"extensions", &p.Extensions}} {
+		v := strings.TrimSpace(vals.Get(m.name))
 		if v == "" || v == "null" {
 			continue
 		}
 		if v[0] != '{' || !json.Valid([]byte(v)) {
-			return graphQLRefusal(c, fiber.StatusBadRequest, "query parameter %s must be a URL-encoded JSON object", name)
+			return nil, fmt.Errorf("query parameter %s must be a URL-encoded JSON object", m.name)
 		}
+		*m.to = json.RawMessage(v)
 	}
-	return c.Next()
+	r, err := p.request()
+	if err != nil {
+		return nil, err
+	}
+	r.get = true
+	return r, nil
 }
 
-// graphQLRefusal answers with a GraphQL errors body whose code is BAD_USER_INPUT.
-func graphQLRefusal(c *fiber.Ctx, status int, format string, args ...any) error {
-	return c.Status(status).JSON(fiber.Map{
+// request decodes the parameters' values, as gqlgen's transports decode them (numbers as
+// json.Number), and their canonical forms.
+func (p graphQLParams) request() (*request, error) {
+	r := &request{}
+	for _, m := range []struct {
+		raw json.RawMessage
+		to  *string
+	}{{p.Query, &r.query}, {p.OperationName, &r.operation}} {
+		if len(m.raw) > 0 && string(m.raw) != "null" {
+			if err := json.Unmarshal(m.raw, m.to); err != nil {
+				return nil, fmt.Errorf("the request body is not valid JSON (%s): %s", jsonProblem(err), graphQLBodyHint)
+			}
+		}
+	}
+	var err error
+	if r.variables, r.vars, err = canonicalObject(p.Variables); err != nil {
+		return nil, errors.New("variables must be a JSON object")
+	}
+	if r.extensions, r.ext, err = canonicalObject(p.Extensions); err != nil {
+		return nil, errors.New("extensions must be a JSON object")
+	}
+	return r, nil
+}
+
+// canonicalObject decodes a JSON object (numbers as json.Number) and encodes it again with its
+// keys sorted and no spaces; an absent, null or empty object is nil in both forms ({} is what
+// gqlgen makes of no variables too).
+func canonicalObject(raw json.RawMessage) (map[string]any, []byte, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var m map[string]any
+	if err := dec.Decode(&m); err != nil {
+		return nil, nil, err
+	}
+	if len(m) == 0 {
+		return m, nil, nil
+	}
+	b, err := json.Marshal(m)
+	return m, b, err
+}
+
+// refuse answers with a GraphQL errors body whose code is BAD_USER_INPUT.
+func refuse(c *fiber.Ctx, status int, format string, args ...any) {
+	_ = c.Status(status).JSON(fiber.Map{
 		"errors": []fiber.Map{{"message": fmt.Sprintf(format, args...), "extensions": fiber.Map{"code": apierr.BadUserInput}}},
 	})
 }

@@ -1,11 +1,14 @@
-// Package graphqlserver is the service's GraphQL engine: gqlgen's server for one endpoint's
-// schema, with explicit transports, the parsed-query and persisted-query caches (cache.go), the
-// document limits (limits.go), the contract's error codes, the direct-JSON path (directjson.go),
-// the endpoint's operation metrics (metrics.go) and spans (tracing.go); and CheckRequest, which
-// answers a request that is not a GraphQL request before gqlgen reads it (request.go).
+// Package graphqlserver is the GraphQL path, from Fiber to gqlgen and back: an Endpoint per
+// GraphQL route reads a request once, answers from the answer cache (platform/answercache) or
+// runs gqlgen's executor for the endpoint's schema, and writes the answer, streamed from its
+// first 64 KiB on (endpoint.go, stream.go). Around the executor: the parsed-query and
+// persisted-query caches (cache.go), the document limits (limits.go), the contract's error
+// codes, the operation metrics (metrics.go) and spans (tracing.go), and the direct-JSON path
+// (directjson.go, list.go), which has platform/gqljson write the answers' large lists,
+// whole tables as their rows are read. Modules answer list fields with List.
 //
-// The engine is a net/http handler; the server mounts it on Fiber through platform/httpbridge.
-// Everything it needs comes in through Options: the package knows no endpoint and no module.
+// Nothing else in the service imports Fiber or net/http for GraphQL; everything the package
+// needs comes in through Options: it knows no endpoint and no module.
 package graphqlserver
 
 import (
@@ -14,27 +17,35 @@ import (
 	"fmt"
 	"log/slog"
 
+	"time"
+
 	"github.com/99designs/gqlgen/graphql"
-	"github.com/99designs/gqlgen/graphql/handler"
+	"github.com/99designs/gqlgen/graphql/executor"
 	"github.com/99designs/gqlgen/graphql/handler/extension"
-	"github.com/99designs/gqlgen/graphql/handler/transport"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/emsanalytics/emsquery/platform/answercache"
 	"github.com/emsanalytics/emsquery/platform/apierr"
+	"github.com/emsanalytics/emsquery/platform/gqljson"
 	"github.com/emsanalytics/emsquery/platform/httpbridge"
 )
 
 // Options are what an endpoint's engine is built from.
 type Options struct {
 	// Route is the path the endpoint is mounted at ("/graphql"): the http.route of its
-	// operation metrics.
+	// operation and cache metrics.
 	Route string
 	// MaxQueryDepth and MaxQueryComplexity are LIMITS__MAX_QUERY_DEPTH and
 	// LIMITS__MAX_QUERY_COMPLEXITY (see limits.go).
 	MaxQueryDepth      int
 	MaxQueryComplexity int
+	// RequestTimeout is LIMITS__REQUEST_TIMEOUT; what still runs then fails with TimedOut.
+	RequestTimeout time.Duration
+	TimedOut       error
+	// Cache keeps answers (nil: caching off).
+	Cache *answercache.Cache
 	// Log receives the resolver errors that clients see only as a code.
 	Log *slog.Logger
 	// Meter creates the operation-duration instrument, with DurationBuckets as its boundaries
@@ -43,30 +54,38 @@ type Options struct {
 	DurationBuckets []float64
 	// TracerProvider makes each operation a span (tracing.go); nil traces nothing.
 	TracerProvider trace.TracerProvider
-	// DirectJSON, when set, has platform/gqljson write the values of the types it lists; nil
-	// leaves every answer to gqlgen's own marshaling.
-	DirectJSON *DirectJSON
+	// GqlgenOnly leaves every value to gqlgen's own marshaling, without the direct-JSON path:
+	// the reference the tests compare the direct JSON with, byte for byte.
+	GqlgenOnly bool
+	// AroundFields, when set, is one more field middleware, outermost (tests count with it
+	// the fields gqlgen resolves one by one).
+	AroundFields graphql.FieldMiddleware
 }
 
-// New builds the engine of one endpoint's schema (see the package comment).
-func New(es graphql.ExecutableSchema, o Options) *handler.Server {
-	srv := handler.New(rootFieldCost{es})
-	srv.AddTransport(directJSONTransport(transport.GET{}, o.DirectJSON))
-	srv.AddTransport(directJSONTransport(transport.POST{}, o.DirectJSON))
+// New builds the endpoint of one schema (see Endpoint).
+func New(es graphql.ExecutableSchema, o Options) *Endpoint {
+	exec := executor.New(rootFieldCost{es})
 	cache := newQueryCache()
-	srv.SetQueryCache(cache)
-	srv.Use(extension.Introspection{})
+	exec.SetQueryCache(cache)
+	exec.Use(extension.Introspection{})
 	// Persisted queries first: the limits check the document a hash stands for.
-	srv.Use(persistedQueries{extension.AutomaticPersistedQuery{Cache: newAPQCache()}})
-	srv.Use(newQueryLimits(o.MaxQueryDepth, o.MaxQueryComplexity, cache))
-	srv.Use(newOperationTrace(o.TracerProvider))
-	srv.Use(newOperationMetrics(o))
-	useDirectJSON(srv, es, o.DirectJSON)
-	srv.SetErrorPresenter(presentError(o.Log))
-	srv.SetRecoverFunc(func(ctx context.Context, p any) error {
+	exec.Use(persistedQueries{extension.AutomaticPersistedQuery{Cache: newAPQCache()}})
+	exec.Use(newQueryLimits(o.MaxQueryDepth, o.MaxQueryComplexity, cache, es.Schema()))
+	exec.Use(newOperationTrace(o.TracerProvider))
+	exec.Use(newOperationMetrics(o))
+	if o.AroundFields != nil {
+		exec.AroundFields(o.AroundFields)
+	}
+	if !o.GqlgenOnly {
+		d := directJSON{w: gqljson.New(es.Schema())}
+		exec.AroundRootFields(d.rootFields)
+		exec.AroundFields(d.fields)
+	}
+	exec.SetErrorPresenter(presentError(o.Log))
+	exec.SetRecoverFunc(func(ctx context.Context, p any) error {
 		return fmt.Errorf("panic in resolver: %v", p)
 	})
-	return srv
+	return &Endpoint{route: o.Route, exec: exec, cache: o.Cache, timeout: o.RequestTimeout, timedOut: o.TimedOut}
 }
 
 // presentError maps resolver errors to the contract's codes. Errors of gqlgen's own (parse,

@@ -68,6 +68,7 @@ type lingeringConn struct {
 	stalled atomic.Bool
 	watch   progressWatch
 	once    sync.Once
+	corked  corked // see cork.go
 }
 
 func (c *lingeringConn) Close() error {

@@ -91,7 +91,7 @@ func TestWatchClient(t *testing.T) {
 	server, client := tcpPair(t)
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
-	stop := watchClient(server, cancel)
+	stop := WatchClient(server, cancel)
 	defer stop()
 	time.Sleep(2 * clientCheckInterval)
 	if ctx.Err() != nil {
@@ -111,7 +111,7 @@ func TestWatchClient(t *testing.T) {
 	server2, client2 := tcpPair(t)
 	ctx2, cancel2 := context.WithCancelCause(context.Background())
 	defer cancel2(nil)
-	watchClient(server2, cancel2)()
+	WatchClient(server2, cancel2)()
 	client2.Close()
 	time.Sleep(2 * clientCheckInterval)
 	if ctx2.Err() != nil {

@@ -1,3 +1,12 @@
+// Package httpbridge fills in what fasthttp, under Fiber, does not do as a net/http server
+// would:
+//
+//   - Watched and WatchClient end a request's context when its client closes the connection
+//     (fasthttp reads a connection only between requests, so it never notices);
+//   - SendStream sends a body written while it is sent, and AfterBody tells the middleware when
+//     it was sent whole (or cut);
+//   - Lingering closes connections gracefully, so a client still sending a body the server
+//     refused reads the answer instead of a reset.
 package httpbridge
 
 import (
@@ -19,24 +28,6 @@ var errClientGone = fmt.Errorf("the client closed its connection: %w", context.C
 // there. The first look comes after one interval, so quick requests never look.
 const clientCheckInterval = 250 * time.Millisecond
 
-// Bounded runs an API handler (GraphQL) with a request context that ends
-//   - after timeout, with cause: what is still running fails with that error (the server passes
-//     a TIMEOUT that names LIMITS__REQUEST_TIMEOUT);
-//   - when the client closes its connection: the query in progress is cancelled on the server,
-//     and its database connection is free again (see Watched).
-func Bounded(h fiber.Handler, timeout time.Duration, cause error) fiber.Handler {
-	w := Watched(h)
-	return func(c *fiber.Ctx) error {
-		parent := c.UserContext()
-		ctx, cancel := context.WithTimeoutCause(parent, timeout, cause)
-		defer cancel()
-		c.SetUserContext(ctx)
-		err := w(c)
-		c.SetUserContext(parent)
-		return err
-	}
-}
-
 // Watched runs h with a request context that is cancelled when the client closes its
 // connection while h runs. fasthttp does not notice a client that goes away while a handler runs
 // (it reads the connection only between requests), so the connection is looked at every
@@ -49,7 +40,7 @@ func Watched(h fiber.Handler) fiber.Handler {
 		parent := c.UserContext()
 		ctx, cancel := context.WithCancelCause(parent)
 		defer cancel(nil)
-		stop := watchClient(c.Context().Conn(), cancel)
+		stop := WatchClient(c.Context().Conn(), cancel)
 		defer stop()
 		c.SetUserContext(ctx)
 		err := h(c)
@@ -57,22 +48,22 @@ func Watched(h fiber.Handler) fiber.Handler {
 		if errors.Is(context.Cause(ctx), errClientGone) {
 			// Nobody reads this answer. The access line and the metrics get nginx's "client
 			// closed request" instead of an error of the service's.
-			c.Status(statusClientClosedRequest)
+			c.Status(StatusClientClosedRequest)
 			return nil
 		}
 		return err
 	}
 }
 
-// statusClientClosedRequest is the status logged for a request whose client left before the
+// StatusClientClosedRequest is the status logged for a request whose client left before the
 // answer (nginx's 499).
-const statusClientClosedRequest = 499
+const StatusClientClosedRequest = 499
 
-// watchClient calls cancel(errClientGone) when the peer of conn closes it, looking every
+// WatchClient calls cancel(errClientGone) when the peer of conn closes it, looking every
 // clientCheckInterval until stop is called. After stop returns no look is under way, so the
 // server's own reads of the connection never overlap with one. Connections that are not
 // sockets (tests, in-memory listeners) are not watched.
-func watchClient(conn any, cancel context.CancelCauseFunc) (stop func()) {
+func WatchClient(conn any, cancel context.CancelCauseFunc) (stop func()) {
 	sc, ok := conn.(syscall.Conn)
 	if !ok {
 		return func() {}

@@ -48,7 +48,9 @@ type progressWatch struct {
 	lastProgress time.Time
 }
 
-func (c *lingeringConn) Write(p []byte) (int, error) {
+// writeTimed writes p to the socket within APP__WRITE_TIMEOUT (Write, cork.go, gathers writes
+// first when the connection is corked).
+func (c *lingeringConn) writeTimed(p []byte) (int, error) {
 	if c.writeTimeout <= 0 {
 		return c.tcpConn.Write(p)
 	}

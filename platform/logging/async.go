@@ -15,7 +15,7 @@ import (
 // flushDelay.
 type asyncWriter struct {
 	out      io.Writer
-	maxBatch int // bytes per write to out, cut between lines (lumberjack refuses a write larger than a file)
+	maxBatch int // bytes per write to out, cut between lines (rotatingFile refuses a write larger than a file)
 
 	mu      sync.Mutex
 	room    sync.Cond // signalled when pending shrinks

@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/natefinch/lumberjack/v3"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/emsanalytics/emsquery/platform/config"
@@ -56,15 +55,13 @@ func New(lc config.Log) (*slog.Logger, func(), error) {
 	return slog.New(requestIDHandler{h}), cleanup, nil
 }
 
-func openFile(lc config.Log) (*lumberjack.Roller, error) {
+func openFile(lc config.Log) (*rotatingFile, error) {
 	if err := os.MkdirAll(lc.Path, 0o750); err != nil {
 		return nil, fmt.Errorf("LOG__PATH: cannot create %q: %w", lc.Path, err)
 	}
 	name := filepath.Join(lc.Path, lc.File.Filename)
-	roller, err := lumberjack.NewRoller(name, int64(lc.File.MaxSize), &lumberjack.Options{
-		// MaxFiles counts the current file too.
-		MaxBackups: int(lc.File.MaxFiles) - 1,
-	})
+	// MaxFiles counts the current file too.
+	roller, err := newRotatingFile(name, int64(lc.File.MaxSize), int(lc.File.MaxFiles)-1)
 	if err != nil {
 		return nil, fmt.Errorf("LOG__PATH: cannot open %q: %w", name, err)
 	}

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	prom "github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/prometheus/otlptranslator"
 	"go.opentelemetry.io/contrib/instrumentation/runtime"
@@ -168,6 +169,12 @@ func newPrometheus(m config.Metrics, apiPort config.Port) (sdkmetric.Reader, *ht
 		return nil, nil, nil, fmt.Errorf("OTEL_EXPORTER_PROMETHEUS_PORT: %d is the API port (APP__PORT); the scrape endpoint must be on a port of its own", int(m.PrometheusPort))
 	}
 	reg := prom.NewRegistry()
+	// The process's resident memory, CPU and open files (process_resident_memory_bytes, ...),
+	// which the OpenTelemetry runtime metrics lack and the operators' dashboard shows; on the
+	// scrape endpoint only.
+	if err := reg.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})); err != nil {
+		return nil, nil, nil, fmt.Errorf("register process metrics: %w", err)
+	}
 	exp, err := otelprom.New(
 		otelprom.WithRegisterer(reg),
 		// Prometheus-style names (http_server_request_duration_seconds) whatever the scraper

@@ -1,4 +1,4 @@
-package gqljson_test
+package jsonscalar_test
 
 import (
 	"bytes"
@@ -9,7 +9,7 @@ import (
 
 	"github.com/99designs/gqlgen/graphql"
 
-	"github.com/emsanalytics/emsquery/platform/gqljson"
+	"github.com/emsanalytics/emsquery/platform/jsonscalar"
 )
 
 // gqlgenThenMarshal is what reaches a client through gqlgen: its marshaler's output, then the
@@ -38,7 +38,7 @@ func TestAppendStringMatchesGqlgen(t *testing.T) {
 		cases = append(cases, string(b))
 	}
 	for _, s := range cases {
-		got := gqljson.AppendString(nil, s)
+		got := jsonscalar.AppendString(nil, s)
 		want := gqlgenThenMarshal(t, graphql.MarshalString(s))
 		if !bytes.Equal(got, want) {
 			t.Fatalf("AppendString(%q) = %s, want %s", s, got, want)
@@ -61,7 +61,7 @@ func TestAppendFloatMatchesGqlgen(t *testing.T) {
 		cases = append(cases, float64(i)/10)
 	}
 	for _, f := range cases {
-		got, ok := gqljson.AppendFloat(nil, f)
+		got, ok := jsonscalar.AppendFloat(nil, f)
 		if math.IsNaN(f) || math.IsInf(f, 0) {
 			if ok {
 				t.Fatalf("AppendFloat(%v) accepted; gqlgen refuses it", f)

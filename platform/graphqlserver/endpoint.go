@@ -1,0 +1,245 @@
+package graphqlserver
+
+import (
+	"context"
+	"encoding/json"
+	"mime"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/99designs/gqlgen/graphql"
+	"github.com/99designs/gqlgen/graphql/errcode"
+	"github.com/99designs/gqlgen/graphql/executor"
+	"github.com/gofiber/fiber/v2"
+	"github.com/vektah/gqlparser/v2/ast"
+	"github.com/vektah/gqlparser/v2/gqlerror"
+
+	"github.com/emsanalytics/emsquery/platform/answercache"
+)
+
+// Endpoint is one GraphQL path (/graphql, /serve/graphql, /lookups/graphql). A request goes:
+//
+//  1. Handlers: the key check (the server's), then serve;
+//  2. serve reads the request once (readRequest: method, Content-Type, the parameters decoded)
+//     and derives the cache key from it; a kept answer is sent at once;
+//  3. otherwise run gives the request its context (LIMITS__REQUEST_TIMEOUT, the client watch)
+//     and a writer that streams from 64 KiB on, and the answer is computed once for all
+//     identical requests in flight (answercache.Share), recorded for the cache as it is sent;
+//  4. execute hands gqlgen's executor the parameters (the document is parsed and validated once,
+//     and kept: limits.go), and writes its response, with the JSON platform/gqljson wrote in
+//     its place (directjson.go): whole-table lists are read from the database as they are sent.
+type Endpoint struct {
+	route    string
+	exec     *executor.Executor
+	cache    *answercache.Cache
+	timeout  time.Duration
+	timedOut error
+}
+
+// Handlers are the Fiber handlers of the endpoint, auth being the key check: every response,
+// a refusal too, carries a Cache-Status.
+func (e *Endpoint) Handlers(auth fiber.Handler) []fiber.Handler {
+	return []fiber.Handler{cacheStatus, auth, e.serve}
+}
+
+// cacheStatus marks a response the cache never saw (a refusal, caching off) "fwd=bypass".
+func cacheStatus(c *fiber.Ctx) error {
+	err := c.Next()
+	if len(c.Response().Header.Peek(answercache.HeaderCacheStatus)) == 0 {
+		c.Set(answercache.HeaderCacheStatus, answercache.StatusBypass)
+	}
+	return err
+}
+
+func (e *Endpoint) serve(c *fiber.Ctx) error {
+	r := readRequest(c)
+	if r == nil {
+		return nil
+	}
+	version, cacheable := e.cache.Current()
+	var key answercache.Key
+	if cacheable {
+		key = r.key(e.route)
+		if a := e.cache.Get(key, version); a != nil {
+			e.cache.Count(c.UserContext(), e.route, answercache.Hit)
+			sendKept(c, a, answercache.StatusHit)
+			return nil
+		}
+	}
+	run(c, e.timeout, e.timedOut, func(ctx context.Context, w responseWriter) {
+		if !cacheable {
+			e.cache.Count(ctx, e.route, answercache.Bypass)
+			w.Header().Set(answercache.HeaderCacheStatus, answercache.StatusBypass)
+			e.execute(ctx, w, r)
+			return
+		}
+		a, mine := e.cache.Share(key, version, func() *answercache.Answer { return e.compute(ctx, w, r) })
+		switch {
+		case mine: // computed and sent here
+		case a == nil:
+			// Not shareable: errors may be the computing request's own (its timeout, its
+			// client gone), or too large to keep. Computed again.
+			e.cache.Count(ctx, e.route, answercache.Bypass)
+			w.Header().Set(answercache.HeaderCacheStatus, answercache.StatusBypass)
+			e.execute(ctx, w, r)
+		default:
+			e.cache.Count(ctx, e.route, answercache.Coalesced)
+			writeKept(w, a, answercache.StatusMiss)
+		}
+	})
+	return nil
+}
+
+// compute answers r into w, recording the answer, and returns it when it may be kept.
+func (e *Endpoint) compute(ctx context.Context, w responseWriter, r *request) *answercache.Answer {
+	w.Header().Set(answercache.HeaderCacheStatus, answercache.StatusMiss)
+	rec := &recorder{w: w, limit: e.cache.MaxAnswer()}
+	resp, ok := e.execute(ctx, rec, r)
+	var a *answercache.Answer
+	if ok && len(resp.Errors) == 0 && (resp.HasNext == nil || !*resp.HasNext) {
+		a = rec.answer()
+	}
+	if a == nil {
+		e.cache.Count(ctx, e.route, answercache.Bypass)
+		// Seen by the client where the answer was still held (all but streamed ones).
+		w.Header().Set(answercache.HeaderCacheStatus, answercache.StatusBypass)
+		return nil
+	}
+	e.cache.Count(ctx, e.route, answercache.Miss)
+	return a
+}
+
+// execute runs r on gqlgen's executor and writes the response into w, as gqlgen's POST and GET
+// transports would (status, Content-Type, body). ok is false when the response is not a whole
+// GraphQL answer that was written (a refusal, a failed stream, a client gone).
+func (e *Endpoint) execute(ctx context.Context, w responseWriter, r *request) (resp *graphql.Response, ok bool) {
+	defer func() {
+		if p := recover(); p != nil {
+			err := e.exec.PresentRecoveredError(ctx, p)
+			gqlErr, _ := err.(*gqlerror.Error)
+			resp = &graphql.Response{Errors: []*gqlerror.Error{gqlErr}}
+			if w.Reset() {
+				w.WriteHeader(http.StatusUnprocessableEntity)
+				writeResponse(w, resp)
+			} else {
+				w.Fail(err)
+			}
+			ok = false
+		}
+	}()
+	ctx = graphql.StartOperationTrace(ctx)
+	w.Header().Set("Content-Type", r.contentType)
+	params := &graphql.RawParams{
+		Query:         r.query,
+		OperationName: r.operation,
+		Variables:     r.variables,
+		Extensions:    r.extensions,
+		ReadTime:      graphql.TraceTiming{Start: r.readStart, End: graphql.Now()},
+	}
+	rc, errs := e.exec.CreateOperationContext(ctx, params)
+	if errs != nil {
+		w.WriteHeader(statusFor(r.contentType, errs))
+		resp = e.exec.DispatchError(graphql.WithOperationContext(ctx, rc), errs)
+		writeResponse(w, resp)
+		return resp, false
+	}
+	if r.get && rc.Operation != nil && rc.Operation.Operation != ast.Query {
+		w.WriteHeader(http.StatusNotAcceptable)
+		resp = &graphql.Response{Errors: gqlerror.List{{Message: "GET requests only allow query operations"}}}
+		writeResponse(w, resp)
+		return resp, false
+	}
+	ps := &parts{}
+	ctx = context.WithValue(ctx, partsKey{}, ps)
+	responses, ctx := e.exec.DispatchOperation(ctx, rc)
+	resp = responses(ctx)
+	if err := ps.write(w, resp); err != nil {
+		return resp, false
+	}
+	return resp, true
+}
+
+// writeResponse writes a response without parts (an error), as gqlgen's transports do.
+func writeResponse(w responseWriter, resp *graphql.Response) {
+	b, err := json.Marshal(resp)
+	if err != nil {
+		panic(err)
+	}
+	_, _ = w.Write(b)
+}
+
+// key is the cache key of r at route: everything the answer's bytes depend on. That is the
+// endpoint, the method (GET and POST are answered alike, but a GET refuses mutations), the
+// Accept header (it chooses the Content-Type), the document, the operation name, and the
+// variables and extensions (persisted queries) in their canonical forms.
+func (r *request) key(route string) answercache.Key {
+	method := "POST"
+	if r.get {
+		method = "GET"
+	}
+	return answercache.KeyOf([]byte(route), []byte(method), []byte(r.accept), []byte(r.query), []byte(r.operation), r.vars, r.ext)
+}
+
+// sendKept sends a kept answer as c's response, its body as it is kept (never changed).
+func sendKept(c *fiber.Ctx, a *answercache.Answer, cacheStatus string) {
+	resp := c.Response()
+	resp.SetStatusCode(a.Status)
+	for _, kv := range a.Header {
+		resp.Header.Add(kv[0], kv[1])
+	}
+	resp.Header.Set(answercache.HeaderCacheStatus, cacheStatus)
+	resp.SetBodyRaw(a.Body)
+}
+
+// writeKept writes a kept answer into w.
+func writeKept(w responseWriter, a *answercache.Answer, cacheStatus string) {
+	h := w.Header()
+	for _, kv := range a.Header {
+		h.Add(kv[0], kv[1])
+	}
+	h.Set(answercache.HeaderCacheStatus, cacheStatus)
+	w.WriteHeader(a.Status)
+	_, _ = w.Write(a.Body)
+}
+
+// The response types gqlgen's transports negotiate from Accept (without explicit headers, and
+// with application/json as the default): see responseContentType.
+const (
+	mimeJSON            = "application/json"
+	mimeGraphQLResponse = "application/graphql-response+json"
+)
+
+// responseContentType is the answer's Content-Type for the Accept header accept, as gqlgen's
+// POST and GET transports choose it.
+func responseContentType(accept string) string {
+	if accept == "" {
+		return mimeJSON
+	}
+	for _, part := range strings.Split(accept, ",") {
+		mediaType, _, err := mime.ParseMediaType(strings.TrimSpace(part))
+		if err != nil {
+			continue
+		}
+		switch mediaType {
+		case "*/*", "application/*", mimeJSON:
+			return mimeJSON
+		case mimeGraphQLResponse:
+			return mimeGraphQLResponse
+		}
+	}
+	return mimeGraphQLResponse
+}
+
+// statusFor is the status of a request error, as gqlgen's transports give it: 422 (400 with
+// application/graphql-response+json) for a protocol error (parse, validation, our limits), 200
+// otherwise.
+func statusFor(contentType string, errs gqlerror.List) int {
+	if errcode.GetErrorKind(errs) != errcode.KindProtocol {
+		return http.StatusOK
+	}
+	if contentType == mimeGraphQLResponse {
+		return http.StatusBadRequest
+	}
+	return http.StatusUnprocessableEntity
+}

@@ -1,0 +1,172 @@
+package graphqlserver
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/emsanalytics/emsquery/platform/httpbridge"
+)
+
+// responseWriter is the one writer a GraphQL answer is written into: the stream to the client
+// (streamWriter), with the answer cache's recorder in front of it when the answer may be kept.
+type responseWriter interface {
+	Header() http.Header
+	WriteHeader(status int)
+	Write(p []byte) (int, error)
+	// Reset drops what was written while none of it was sent, and says whether it could.
+	Reset() bool
+	// Fail marks the answer failed: a body partly sent is cut.
+	Fail(err error)
+}
+
+// streamAt is the size from which an answer is sent while it is still being written: the first
+// streamAt bytes are held (an answer that ends before them is sent whole, with a
+// Content-Length); from there on the body is chunked and every write goes to the client as
+// fasthttp takes it. Memory per response is then this much, whatever the answer's size.
+const streamAt = 64 << 10
+
+// errCut ends a streamed body whose answer failed after its first bytes were sent.
+var errCut = errors.New("the answer failed after its first bytes were sent")
+
+// run answers c with answer, run in a goroutine of its own with a request context that ends
+// after timeout, unless the answer streams by then (cause: the error what still runs fails
+// with), or when the client closes its connection, and a writer that holds the first streamAt
+// bytes. When answer ends first, its
+// answer is sent as a whole; when it writes more, the held bytes and the rest go out as a
+// chunked body while it writes (httpbridge.SendStream), each write waiting until the client's
+// connection has taken the previous one, and the request context lives until answer returns.
+func run(c *fiber.Ctx, timeout time.Duration, cause error, answer func(ctx context.Context, w responseWriter)) {
+	// The request's time bound (LIMITS__REQUEST_TIMEOUT) is on computing the answer: it ends
+	// when the answer starts to stream, whose pace is the client's (a steady reader is never
+	// cut; one that stops reading is the write timeout's).
+	ctx, cancel := context.WithCancelCause(c.UserContext())
+	stopTimer := func() bool { return false }
+	if timeout > 0 { // 0: no bound of its own (tests)
+		stopTimer = time.AfterFunc(timeout, func() { cancel(cause) }).Stop
+	}
+	stopWatch := httpbridge.WatchClient(c.Context().Conn(), cancel)
+	w := &streamWriter{header: http.Header{}, started: make(chan struct{}), flowing: make(chan struct{})}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		answer(ctx, w)
+	}()
+	select {
+	case <-done:
+		stopWatch()
+		stopTimer()
+		cancel(nil)
+		w.writeHead(c)
+		c.Response().SetBodyRaw(w.held)
+		if httpbridge.IsClientGone(context.Cause(ctx)) {
+			c.Status(httpbridge.StatusClientClosedRequest)
+		}
+		return
+	case <-w.started:
+	}
+	// Streaming: a client that leaves now shows as a failed write; the watch must not look at
+	// the socket once fasthttp may read the client's next request from it.
+	stopWatch()
+	stopTimer()
+	w.writeHead(c)
+	pw := httpbridge.NewPipe()
+	w.pipe = pw
+	httpbridge.SendStream(c, pw)
+	go func() {
+		<-done
+		w.mu.Lock()
+		failed := w.failed
+		w.mu.Unlock()
+		if failed != nil {
+			_ = pw.CloseWithError(errCut)
+		} else {
+			_ = pw.Close()
+		}
+		cancel(nil)
+	}()
+	close(w.flowing)
+}
+
+// streamWriter holds the first streamAt bytes, then writes into the pipe fasthttp reads.
+type streamWriter struct {
+	header  http.Header
+	status  int
+	held    []byte
+	started chan struct{} // closed when the held bytes overflow streamAt
+	flowing chan struct{} // closed when the pipe is in place
+	pipe    *httpbridge.Pipe
+
+	mu        sync.Mutex
+	streaming bool
+	failed    error
+}
+
+func (w *streamWriter) Header() http.Header { return w.header }
+
+func (w *streamWriter) WriteHeader(status int) {
+	if w.status == 0 {
+		w.status = status
+	}
+}
+
+func (w *streamWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	streaming := w.streaming
+	w.mu.Unlock()
+	if !streaming {
+		if len(w.held)+len(p) <= streamAt {
+			w.held = append(w.held, p...)
+			return len(p), nil
+		}
+		w.mu.Lock()
+		w.streaming = true
+		w.mu.Unlock()
+		close(w.started)
+		<-w.flowing
+		if _, err := w.pipe.Write(w.held); err != nil {
+			return 0, err
+		}
+		w.held = nil
+	}
+	return w.pipe.Write(p)
+}
+
+// Reset drops the held bytes, status and headers while nothing was sent.
+func (w *streamWriter) Reset() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.streaming {
+		return false
+	}
+	w.held, w.status = w.held[:0], 0
+	clear(w.header)
+	return true
+}
+
+// Fail marks the answer failed: a body being streamed is cut when the answer returns.
+func (w *streamWriter) Fail(err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.failed == nil {
+		w.failed = err
+	}
+}
+
+// writeHead sets the status and headers on c's response.
+func (w *streamWriter) writeHead(c *fiber.Ctx) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	resp := c.Response()
+	resp.SetStatusCode(w.status)
+	for k, vv := range w.header {
+		for _, v := range vv {
+			resp.Header.Add(k, v)
+		}
+	}
+}

@@ -1,0 +1,111 @@
+package httpbridge
+
+import (
+	"io"
+	"sync"
+
+	"github.com/gofiber/fiber/v2"
+)
+
+type streamKey struct{}
+
+// stream is a response body being sent: what the middleware wants to hear when it ends.
+type stream struct {
+	mu    sync.Mutex
+	ended bool
+	size  int64
+	err   error
+	after []func(size int64, err error)
+}
+
+func (s *stream) end(err error) {
+	s.mu.Lock()
+	if s.ended {
+		s.mu.Unlock()
+		return
+	}
+	s.ended, s.err = true, err
+	after := s.after
+	s.after = nil
+	s.mu.Unlock()
+	for _, f := range after {
+		f(s.size, err)
+	}
+}
+
+// SendStream makes r, which its writer goes on filling after the handler returned, c's body:
+// chunked, sent as fasthttp reads it. A response costs the pipe's buffers, whatever its size. A
+// writer that closes the pipe with an error cuts the body: fasthttp then closes the connection
+// without the chunked body's last chunk, so no client can take what it received for a whole
+// answer. When the client stops taking bytes for good (its connection failed), the pipe's
+// reader is closed: the writer's next write fails.
+// The connection is corked while the body is sent (see cork.go).
+func SendStream(c *fiber.Ctx, r *Pipe) {
+	s := &stream{}
+	c.Locals(streamKey{}, s)
+	b := &streamBody{r: r, s: s, uncork: cork(c.Context().Conn())}
+	c.Response().SetBodyStream(b, -1)
+}
+
+// streamBody is the body stream fasthttp reads: the pipe, counted; fasthttp closes it when it
+// has sent the body or failed to, which is when the stream ends.
+type streamBody struct {
+	r      *Pipe
+	s      *stream
+	eof    bool
+	err    error
+	uncork func()
+}
+
+func (b *streamBody) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	b.s.mu.Lock()
+	b.s.size += int64(n)
+	b.s.mu.Unlock()
+	switch {
+	case err == io.EOF:
+		b.eof = true
+	case err != nil:
+		b.err = err
+	}
+	return n, err
+}
+
+func (b *streamBody) Close() error {
+	err := b.err
+	if !b.eof && err == nil {
+		err = errClientGone // fasthttp stopped reading: its write to the client failed
+	}
+	b.r.closeRead()
+	// fasthttp has written the last chunk into the socket (or failed): out with it now.
+	b.uncork()
+	b.s.end(err)
+	return nil
+}
+
+// AfterBody calls f when the response of c has been sent: at once, with the body's size, for
+// a response sent as a whole; when the last byte went out (or the sending failed: err), for
+// one sent with SendStream. The access log, the HTTP metrics and the request span use it, so
+// that a streamed answer is recorded with its whole size and duration. f must not use c.
+func AfterBody(c *fiber.Ctx, f func(size int64, err error)) {
+	s, ok := c.Locals(streamKey{}).(*stream)
+	if !ok {
+		if c.Response().IsBodyStream() {
+			// Another stream (the export's, which logs its own size): its length if known, and
+			// reading Body() would read the whole stream into memory.
+			f(int64(c.Response().Header.ContentLength()), nil)
+			return
+		}
+		f(int64(len(c.Response().Body())), nil)
+		return
+	}
+	s.mu.Lock()
+	if s.ended {
+		size, err := s.size, s.err
+		s.mu.Unlock()
+		f(size, err)
+		return
+	}
+	s.after = append(s.after, f)
+	s.mu.Unlock()
+}
