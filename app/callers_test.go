@@ -198,7 +198,9 @@ WHERE occurred_at >= '2019-03-01' AND occurred_at < '2019-04-01'`).Scan(&wantRow
 		return k
 	}
 	var closedAt time.Time
-	for deadline := allSent.Add(writeTimeout*5/4 + 2*time.Second); ; {
+	// The bound: the timeout and a quarter, and time for a loaded machine to have served 2,000
+	// requests (without the write timeout they would stay open until APP__IDLE_TIMEOUT, 120 s).
+	for deadline := allSent.Add(writeTimeout*5/4 + 8*time.Second); ; {
 		if got := countOf(t, svc.GraphQL(t, "/graphql", recordsCountQuery, nil)); got != want {
 			t.Fatalf("records_count = %d, want %d", got, want)
 		}
