@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -614,15 +615,31 @@ func TestAuthFailuresPerMinute(t *testing.T) {
 	}
 }
 
-// prometheusEnv serves the service's metrics on a port of the test's; it returns the settings
-// and the scrape target.
-func prometheusEnv(t *testing.T) (map[string]string, string) {
-	port := servicetest.FreePort(t)
+// distinctPorts returns n free ports, no two the same: FreePort's port was free a moment ago and
+// nothing holds it, so two calls can return the same one (the service then refused to start
+// with its scrape port on its API port).
+func distinctPorts(t *testing.T, n int) []int {
+	t.Helper()
+	var out []int
+	for len(out) < n {
+		p := servicetest.FreePort(t)
+		if !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// prometheusEnv serves the service's metrics on a port of the test's, and its API on another;
+// it returns the settings, the scrape target and the ports taken.
+func prometheusEnv(t *testing.T, more int) (map[string]string, string, []int) {
+	ports := distinctPorts(t, 2+more)
 	return map[string]string{
+		"APP__PORT":                     strconv.Itoa(ports[1]),
 		"OTEL_METRICS_EXPORTER":         "prometheus",
 		"OTEL_EXPORTER_PROMETHEUS_HOST": "127.0.0.1",
-		"OTEL_EXPORTER_PROMETHEUS_PORT": strconv.Itoa(port),
-	}, "127.0.0.1:" + strconv.Itoa(port)
+		"OTEL_EXPORTER_PROMETHEUS_PORT": strconv.Itoa(ports[0]),
+	}, "127.0.0.1:" + strconv.Itoa(ports[0]), ports[2:]
 }
 
 // TestHealthzSharedCheck: 200 callers asking for health all at once, again and again, cost at
@@ -631,8 +648,8 @@ func prometheusEnv(t *testing.T) (map[string]string, string) {
 func TestHealthzSharedCheck(t *testing.T) {
 	const callers = 200
 	db := servicetest.FixtureDB(t)
-	dead := servicetest.FreePort(t)
-	env, target := prometheusEnv(t)
+	env, target, more := prometheusEnv(t, 1)
+	dead := more[0]
 	env["DATABASE__HOST"] = db.Host + ",localhost"
 	env["DATABASE__PORT"] = fmt.Sprintf("%d,%d", db.Port, dead)
 	// Go's HTTP client dials beyond its 200 connections in use now and then (a dial races a
@@ -749,7 +766,7 @@ func TestKeysFileReloadFailure(t *testing.T) {
 	good := newTestKey("good", "graphql")
 	file := filepath.Join(t.TempDir(), "keys.json")
 	writeKeysFile(t, file, good)
-	env, target := prometheusEnv(t)
+	env, target, _ := prometheusEnv(t, 0)
 	env["AUTHENTICATION__API_KEYS_FILE"] = file
 	env["AUTHENTICATION__API_KEY"] = ""
 	env["AUTHENTICATION__API_KEYS_POLL_INTERVAL"] = "0" // SIGHUP only
