@@ -241,11 +241,14 @@ func collectAtMost[T any](rows pgx.Rows, max int, tooMany error, scan pgx.RowToF
 			return nil, err
 		}
 		if len(out) == cap(out) {
-			grow := len(out)
-			if max >= 0 {
-				grow = min(grow, max-len(out)) // never room for more than max rows
+			if max >= 0 && 2*len(out) > max {
+				// Never room for more than max rows (slices.Grow rounds up).
+				grown := make([]T, len(out), max)
+				copy(grown, out)
+				out = grown
+			} else {
+				out = slices.Grow(out, len(out))
 			}
-			out = slices.Grow(out, grow)
 		}
 		out = append(out, v)
 	}
