@@ -29,6 +29,7 @@ type keyEntry struct {
 	Scopes        []string `json:"scopes"`
 	RatePerSecond float64  `json:"rate_per_second,omitempty"`
 	Burst         int      `json:"burst,omitempty"`
+	MaxInFlight   int      `json:"max_in_flight,omitempty"`
 }
 
 // testKey is a key and its entry.
