@@ -64,13 +64,3 @@ func (r *Resolver) Resources(ctx context.Context, limit *int, after *int) ([]*Re
 func (r *Resolver) StationResources(ctx context.Context) ([]*StationResources, error) {
 	return graphqlserver.List(ctx, r.repo.StationResourcesList(), false)
 }
-
-// pointers returns pointers into rows: the []*T gqlgen wants, at the cost of one allocation
-// instead of one per row.
-func pointers[T any](rows []T) []*T {
-	out := make([]*T, len(rows))
-	for i := range rows {
-		out[i] = &rows[i]
-	}
-	return out
-}
