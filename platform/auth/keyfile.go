@@ -190,8 +190,8 @@ func ParseScopes(list string) ([]Scope, error) {
 
 // NewKey makes a new random key (256 bits, as 64 hex characters) and its file entry. The key
 // is shown once to the operator; only the entry, with its SHA-256, goes into the file.
-func NewKey(name string, scopes []Scope, ratePerSecond float64, burst int) (string, Entry, error) {
-	e := Entry{Name: name, Scopes: scopes, RatePerSecond: ratePerSecond, Burst: burst}
+func NewKey(name string, scopes []Scope, ratePerSecond float64, burst, maxInFlight int) (string, Entry, error) {
+	e := Entry{Name: name, Scopes: scopes, RatePerSecond: ratePerSecond, Burst: burst, MaxInFlight: maxInFlight}
 	b := make([]byte, 32)
 	if _, err := rand.Read(b); err != nil {
 		return "", Entry{}, fmt.Errorf("random key: %w", err)
