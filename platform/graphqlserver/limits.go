@@ -26,9 +26,9 @@ import (
 // so a body of 10,000 copies of one field would otherwise keep a CPU busy for minutes. After
 // validation, for the operation a request runs, it checks the depth of its fields, gqlgen's
 // complexity and the number of root fields it executes (each one a statement, all started at
-// once by gqlgen: contract 6.10), before any of them runs. Every refusal is BAD_USER_INPUT naming the setting; like gqlgen's parse and
-// validation errors it is a request error: no data, HTTP 422 (400 when the client accepts
-// application/graphql-response+json).
+// once by gqlgen: contract 6.10), before any of them runs. Every refusal is BAD_USER_INPUT
+// naming the setting; like gqlgen's parse and validation errors it is a request error: no data,
+// HTTP 422 (400 when the client accepts application/graphql-response+json).
 
 const (
 	// rootFieldComplexity is the complexity of a root field (one SQL statement) besides what it
