@@ -9,14 +9,15 @@ import (
 	"github.com/emsanalytics/emsquery/platform/auth"
 )
 
-// keyCommand is `emsquery key new --name NAME --scopes graphql,export [--rate N --burst N]`: it
+// keyCommand is `emsquery key new --name NAME --scopes graphql,export [--rate N --burst N]
+// [--max-in-flight N]`: it
 // makes a new random key and prints it once, with the entry to add to
 // AUTHENTICATION__API_KEYS_FILE (the key's SHA-256, never the key). The key goes to stdout's
 // first line and the entry to its second, so that scripts can take them apart; what to do with
 // them goes to stderr.
 func keyCommand(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 || args[0] != "new" {
-		fmt.Fprintln(stderr, "usage: emsquery key new --name NAME --scopes graphql,serve,lookups,export [--rate REQUESTS_PER_SECOND] [--burst N]")
+		fmt.Fprintln(stderr, "usage: emsquery key new --name NAME --scopes graphql,serve,lookups,export [--rate REQUESTS_PER_SECOND] [--burst N] [--max-in-flight N]")
 		return 2
 	}
 	fs := flag.NewFlagSet("emsquery key new", flag.ContinueOnError)
@@ -25,6 +26,7 @@ func keyCommand(args []string, stdout, stderr io.Writer) int {
 	scopes := fs.String("scopes", "", "comma list of what the key may use: graphql (/graphql), serve (/serve/graphql), lookups (/lookups/graphql), export (the CSV export)")
 	rate := fs.Float64("rate", 0, "requests per second the key may make (0: no limit)")
 	burst := fs.Int("burst", 0, "requests the key may make at once (default: the rate rounded up)")
+	maxInFlight := fs.Int("max-in-flight", 0, "requests of the key running at once (0: no limit)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return 2
 	}
@@ -37,7 +39,7 @@ func keyCommand(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "emsquery key new: --scopes:", err)
 		return 2
 	}
-	key, entry, err := auth.NewKey(*name, list, *rate, *burst)
+	key, entry, err := auth.NewKey(*name, list, *rate, *burst, *maxInFlight)
 	if err != nil {
 		fmt.Fprintln(stderr, "emsquery key new:", err)
 		return 2

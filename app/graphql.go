@@ -33,6 +33,8 @@ func graphQLOptions(route string, limits config.Limits, cache *answercache.Cache
 		Route:              route,
 		MaxQueryDepth:      int(limits.QueryDepth),
 		MaxQueryComplexity: int(limits.QueryComplexity),
+		MaxRootFields:      int(limits.MaxRootFields),
+		RequestParallelism: int(limits.RequestParallelism),
 		// GraphQL requests end at LIMITS__REQUEST_TIMEOUT or when their client leaves.
 		RequestTimeout:  timeout,
 		TimedOut:        apierr.RequestTimedOut(timeout, context.DeadlineExceeded),

@@ -29,6 +29,7 @@ type keyEntry struct {
 	Scopes        []string `json:"scopes"`
 	RatePerSecond float64  `json:"rate_per_second,omitempty"`
 	Burst         int      `json:"burst,omitempty"`
+	MaxInFlight   int      `json:"max_in_flight,omitempty"`
 }
 
 // testKey is a key and its entry.
@@ -493,7 +494,7 @@ func TestAPIKeysFileMalformed(t *testing.T) {
 func TestKeyNewCommand(t *testing.T) {
 	t.Parallel()
 	bin := servicetest.Binary(t)
-	cmd := exec.Command(bin, "key", "new", "--name", "reporting-client", "--scopes", "serve,export", "--rate", "5")
+	cmd := exec.Command(bin, "key", "new", "--name", "reporting-client", "--scopes", "serve,export", "--rate", "5", "--max-in-flight", "3")
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
@@ -513,7 +514,7 @@ func TestKeyNewCommand(t *testing.T) {
 	if err := dec.Decode(&e); err != nil {
 		t.Fatalf("entry %q: %v", lines[1], err)
 	}
-	if e.Name != "reporting-client" || e.SHA256 != sha256Hex(secret) || strings.Join(e.Scopes, ",") != "serve,export" || e.RatePerSecond != 5 {
+	if e.Name != "reporting-client" || e.SHA256 != sha256Hex(secret) || strings.Join(e.Scopes, ",") != "serve,export" || e.RatePerSecond != 5 || e.MaxInFlight != 3 {
 		t.Errorf("entry %+v does not describe the key", e)
 	}
 	if strings.Contains(lines[1], secret) || strings.Contains(stderr.String(), secret) {
@@ -530,6 +531,7 @@ func TestKeyNewCommand(t *testing.T) {
 		{"key", "new", "--name", "x", "--scopes", "admin"},         // unknown scope
 		{"key", "new", "--name", "has space", "--scopes", "serve"}, // bad name
 		{"key", "new", "--name", "default", "--scopes", "serve"},   // reserved
+		{"key", "new", "--name", "x", "--scopes", "serve", "--max-in-flight", "-1"},
 		{"key"},
 	} {
 		c := exec.Command(bin, args...)

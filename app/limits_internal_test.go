@@ -191,3 +191,53 @@ func TestParsedQueryCache(t *testing.T) {
 		}
 	}
 }
+
+// TestRootFieldsLimit: LIMITS__MAX_ROOT_FIELDS counts the root fields the operation executes,
+// as gqlgen's executor collects them: aliases and fragments' fields count, fields merged under
+// one response name count once, and fields that @skip or @include leave out with the request's
+// variables do not count. A refusal is a request error (422, no data), before any resolver runs.
+func TestRootFieldsLimit(t *testing.T) {
+	limits := testLimits
+	limits.MaxRootFields = 3
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	h := newTestEndpoint(gqlpublic.NewSchema(&gqlpublic.Resolver{}), graphQLOptions("/graphql", limits, nil, log, nil, nil))
+	post := func(query string, vars map[string]any) gqlResult {
+		body, _ := json.Marshal(map[string]any{"query": query, "variables": vars})
+		req := httptest.NewRequest(http.MethodPost, "/graphql", bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		r := gqlResult{status: rec.Code}
+		if err := json.Unmarshal(rec.Body.Bytes(), &r); err != nil {
+			t.Fatalf("answer is not JSON (%d): %v\n%.300s", rec.Code, err, rec.Body.Bytes())
+		}
+		return r
+	}
+	const skipped = `query($s: Boolean!) { a: __typename b: __typename c: __typename d: __typename @skip(if: $s) }`
+	for _, tc := range []struct {
+		name    string
+		query   string
+		vars    map[string]any
+		refused bool
+	}{
+		{"3 aliases", `{ a: __typename b: __typename c: __typename }`, nil, false},
+		{"4 aliases", `{ a: __typename b: __typename c: __typename d: __typename }`, nil, true},
+		{"one field 4 times, one response name", `{ __typename __typename __typename __typename }`, nil, false},
+		{"2 + 2 through a fragment", `{ a: __typename b: __typename ...F } fragment F on Query { c: __typename d: __typename }`, nil, true},
+		{"2 + 2 through an inline fragment", `{ a: __typename b: __typename ... on Query { c: __typename d: __typename } }`, nil, true},
+		{"a fragment spread twice counts once", `{ ...F ...F a: __typename } fragment F on Query { b: __typename c: __typename }`, nil, false},
+		{"the fourth skipped by a variable", skipped, map[string]any{"s": true}, false},
+		{"the fourth not skipped", skipped, map[string]any{"s": false}, true},
+		{"4 statements", `{ a: records_count { count } b: records_count { count } c: records_count { count } d: records_count { count } }`, nil, true},
+	} {
+		r := post(tc.query, tc.vars)
+		switch {
+		case tc.refused && (r.status != 422 || r.code() != "BAD_USER_INPUT" || !strings.Contains(r.Errors[0].Message, "LIMITS__MAX_ROOT_FIELDS=3")):
+			t.Errorf("%s: %d %+v, want 422 BAD_USER_INPUT naming LIMITS__MAX_ROOT_FIELDS=3", tc.name, r.status, r.Errors)
+		case tc.refused && len(r.Data) > 0 && string(r.Data) != "null":
+			t.Errorf("%s: a refused request has data %s", tc.name, r.Data)
+		case !tc.refused && r.code() == "BAD_USER_INPUT":
+			t.Errorf("%s: refused: %s", tc.name, r.Errors[0].Message)
+		}
+	}
+}

@@ -100,7 +100,8 @@ func (r *Repository) PatientList(page keyset.Page) graphqlserver.Source[Patient]
 		Values: func(ctx context.Context, yield func(*Patient) bool) (bool, error) {
 			return r.EachPatient(ctx, page, yield)
 		},
-		All: func(ctx context.Context) ([]Patient, error) { return r.Patients(ctx, page) },
+		All:   func(ctx context.Context) ([]Patient, error) { return r.Patients(ctx, page) },
+		Large: true,
 	}
 }
 
@@ -222,7 +223,8 @@ func (r *Repository) OxygenList(page keyset.Page) graphqlserver.Source[Oxygen] {
 		Values: func(ctx context.Context, yield func(*Oxygen) bool) (bool, error) {
 			return r.EachOxygen(ctx, page, yield)
 		},
-		All: func(ctx context.Context) ([]Oxygen, error) { return r.Oxygens(ctx, nil, page) },
+		All:   func(ctx context.Context) ([]Oxygen, error) { return r.Oxygens(ctx, nil, page) },
+		Large: true,
 	}
 }
 

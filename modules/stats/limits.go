@@ -1,8 +1,13 @@
 package stats
 
 import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+
 	"github.com/emsanalytics/emsquery/platform/apierr"
 	"github.com/emsanalytics/emsquery/platform/config"
+	"github.com/emsanalytics/emsquery/platform/database"
 	"github.com/emsanalytics/emsquery/platform/keyset"
 )
 
@@ -16,6 +21,9 @@ type Limits struct {
 	FilterValues int // LIMITS__MAX_FILTER_VALUES
 	PageSize     int // LIMITS__MAX_PAGE_SIZE
 	SeriesPoints int // LIMITS__MAX_SERIES_POINTS
+	// Rows is LIMITS__MAX_ROWS: the most rows one distinct_values, unique_counts or record_stats
+	// answer may have (0: no bound, for tests of the statements alone).
+	Rows int
 }
 
 // NewLimits takes the limits from the settings; the largest page is LIMITS__MAX_PAGE_SIZE as
@@ -27,7 +35,26 @@ func NewLimits(l config.Limits, maxPage keyset.MaxPage) Limits {
 		FilterValues: int(l.FilterValues),
 		PageSize:     int(maxPage),
 		SeriesPoints: int(l.SeriesPoints),
+		Rows:         int(l.MaxRows),
 	}
+}
+
+// rowsSetting names LIMITS__MAX_ROWS in RESULT_TOO_LARGE's message.
+const rowsSetting = "LIMITS__MAX_ROWS"
+
+// tooManyRows is the error of an answer past Rows.
+func (l Limits) tooManyRows() error { return apierr.TooManyRows(rowsSetting, l.Rows) }
+
+// collect runs a statement whose rows are an answer of at most Rows rows: with a LIMIT of
+// Rows+1, so that the database stops there too, and read with database.CollectAtMost, which
+// stops at the row past Rows (RESULT_TOO_LARGE, contract 6.10): memory never holds more than
+// Rows rows of an answer refused.
+func collect[T any](ctx context.Context, db *database.DB, op, q string, args Args, l Limits, scan pgx.RowToFunc[T]) ([]T, error) {
+	if l.Rows <= 0 {
+		return database.Collect(ctx, db, op, q, args, scan)
+	}
+	q += " LIMIT " + args.Add(l.Rows+1)
+	return database.CollectAtMost(ctx, db, op, q, args, l.Rows, l.tooManyRows(), scan)
 }
 
 // CheckColumns refuses a columns argument of more than Columns names, counted as given (a

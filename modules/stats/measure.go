@@ -9,7 +9,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/emsanalytics/emsquery/platform/apierr"
-	"github.com/emsanalytics/emsquery/platform/database"
 )
 
 // MeasureStats is one object of record_stats: the statistics of the measure over the records
@@ -180,13 +179,13 @@ func buildStats(req StatsRequest, lim Limits) (statsStatement, error) {
 }
 
 // RecordStats computes the statistics of req's measure over the records it selects, per bucket
-// and group, in one statement.
+// and group, in one statement; more than lim.Rows objects is RESULT_TOO_LARGE.
 func (r *Repository) RecordStats(ctx context.Context, req StatsRequest, lim Limits) ([]*MeasureStats, error) {
 	st, err := buildStats(req, lim)
 	if err != nil {
 		return nil, err
 	}
-	return database.Collect(ctx, r.db, opRecordStats, st.sql, st.args, func(row pgx.CollectableRow) (*MeasureStats, error) {
+	return collect(ctx, r.db, opRecordStats, st.sql, st.args, lim, func(row pgx.CollectableRow) (*MeasureStats, error) {
 		var (
 			s        MeasureStats
 			bucket   any

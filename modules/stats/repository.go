@@ -63,8 +63,8 @@ type valueRow struct {
 
 // DistinctValues returns, for each of cols in order, its distinct values among the records that
 // f selects, NULL included, ascending by the column's own type with NULL last.
-func (r *Repository) DistinctValues(ctx context.Context, cols []Column, f RecordFilter) ([]*DistinctValue, error) {
-	perCol, err := r.perColumn(ctx, opDistinctValues, cols, f, false)
+func (r *Repository) DistinctValues(ctx context.Context, cols []Column, f RecordFilter, lim Limits) ([]*DistinctValue, error) {
+	perCol, err := r.perColumn(ctx, opDistinctValues, cols, f, false, lim)
 	if err != nil {
 		return nil, err
 	}
@@ -80,8 +80,8 @@ func (r *Repository) DistinctValues(ctx context.Context, cols []Column, f Record
 // UniqueCounts returns, for each of cols in order and each of its distinct values among the
 // records that f selects (NULL included), the number of those records with that value; by
 // count descending, then value ascending by type with NULL last.
-func (r *Repository) UniqueCounts(ctx context.Context, cols []Column, f RecordFilter) ([]*UniqueCount, error) {
-	perCol, err := r.perColumn(ctx, opUniqueCounts, cols, f, true)
+func (r *Repository) UniqueCounts(ctx context.Context, cols []Column, f RecordFilter, lim Limits) ([]*UniqueCount, error) {
+	perCol, err := r.perColumn(ctx, opUniqueCounts, cols, f, true, lim)
 	if err != nil {
 		return nil, err
 	}
@@ -105,8 +105,9 @@ func rowCount(perCol [][]valueRow) int {
 
 // perColumn runs the statement perColumnSQL builds for the distinct columns of cols and returns
 // the rows of each of cols, in order: a column asked for twice gets its rows twice, from one
-// grouping set.
-func (r *Repository) perColumn(ctx context.Context, op string, cols []Column, f RecordFilter, counted bool) ([][]valueRow, error) {
+// grouping set. An answer of more than lim.Rows rows, counted as answered (a column asked for
+// twice counts twice), is RESULT_TOO_LARGE.
+func (r *Repository) perColumn(ctx context.Context, op string, cols []Column, f RecordFilter, counted bool, lim Limits) ([][]valueRow, error) {
 	var distinct []Column
 	set := make([]int, len(cols))
 	for i, c := range cols {
@@ -120,7 +121,7 @@ func (r *Repository) perColumn(ctx context.Context, op string, cols []Column, f 
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
-	rows, err := database.Collect(ctx, r.db, op, q, args, pgx.RowToStructByPos[valueRow])
+	rows, err := collect(ctx, r.db, op, q, args, lim, pgx.RowToStructByPos[valueRow])
 	if err != nil {
 		return nil, err
 	}
@@ -137,6 +138,9 @@ func (r *Repository) perColumn(ctx context.Context, op string, cols []Column, f 
 	out := make([][]valueRow, len(cols))
 	for i := range cols {
 		out[i] = perSet[set[i]]
+	}
+	if lim.Rows > 0 && rowCount(out) > lim.Rows {
+		return nil, fmt.Errorf("%s: %w", op, lim.tooManyRows())
 	}
 	return out, nil
 }

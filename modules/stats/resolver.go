@@ -58,7 +58,7 @@ func (r *Resolver) DistinctValues(ctx context.Context, columns []string, startDa
 	if err != nil {
 		return nil, err
 	}
-	return r.repo.DistinctValues(ctx, cols, f)
+	return r.repo.DistinctValues(ctx, cols, f, r.limits)
 }
 
 func (r *Resolver) UniqueCounts(ctx context.Context, columns []string, startDate string, endDate string, useOr *bool, filters []*Filter) ([]*UniqueCount, error) {
@@ -66,7 +66,7 @@ func (r *Resolver) UniqueCounts(ctx context.Context, columns []string, startDate
 	if err != nil {
 		return nil, err
 	}
-	return r.repo.UniqueCounts(ctx, cols, f)
+	return r.repo.UniqueCounts(ctx, cols, f, r.limits)
 }
 
 // selection turns the shared arguments of distinct_values and unique_counts into the columns

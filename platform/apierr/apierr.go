@@ -25,6 +25,8 @@ const (
 	NotFound           Code = "NOT_FOUND"
 	PayloadTooLarge    Code = "PAYLOAD_TOO_LARGE"
 	Timeout            Code = "TIMEOUT"
+	// ResultTooLarge: an answer of more rows than LIMITS__MAX_ROWS, found while reading it.
+	ResultTooLarge Code = "RESULT_TOO_LARGE"
 )
 
 // Error is an error with a client code and a message safe to show the client.
@@ -51,6 +53,14 @@ func BadInput(format string, args ...any) *Error {
 // Unavailable reports that the database cannot serve now; the client may retry.
 func Unavailable(cause error) *Error {
 	return &Error{Code: ServiceUnavailable, Message: "the database is unavailable; try again later", Err: cause}
+}
+
+// TooManyRows reports an answer that has more than max rows, the bound of the setting named
+// (LIMITS__MAX_ROWS): the client must narrow the question, as for BAD_USER_INPUT, but only the
+// database could tell.
+func TooManyRows(setting string, max int) *Error {
+	return &Error{Code: ResultTooLarge, Message: fmt.Sprintf(
+		"the answer has more than %s=%d rows; narrow it (dates, filters, fewer or coarser columns)", setting, max)}
 }
 
 // TimedOut reports that a query ran longer than the database's statement timeout
@@ -106,7 +116,7 @@ func Classify(err error) (Code, string) {
 // Status is the HTTP status for a code on the REST endpoints.
 func Status(code Code) int {
 	switch code {
-	case BadUserInput:
+	case BadUserInput, ResultTooLarge:
 		return http.StatusBadRequest
 	case Unauthenticated:
 		return http.StatusUnauthorized

@@ -23,7 +23,13 @@ import (
 
 	"github.com/emsanalytics/emsquery/platform/apierr"
 	"github.com/emsanalytics/emsquery/platform/config"
+	"github.com/emsanalytics/emsquery/platform/httpbridge"
+	"github.com/emsanalytics/emsquery/platform/requestctx"
 )
+
+// inFlightRetryAfter is the Retry-After of a request refused for its key's max_in_flight: when
+// one of the key's requests ends is not known; a second is the order of a slow one.
+const inFlightRetryAfter = 1
 
 // ExportHeader is checked by the CSV export in addition to the configured header.
 const ExportHeader = "SERVICE-X-API-KEY"
@@ -37,6 +43,10 @@ type key struct {
 	burst  int
 	// limiter is shared by the key's requests; a reload keeps it for a key of the same name.
 	limiter *rate.Limiter
+	// maxInFlight bounds the key's requests running at once (0: no bound); running counts them
+	// (a reload keeps it for a key of the same name; nil for AUTHENTICATION__API_KEY).
+	maxInFlight int
+	running     *atomic.Int64
 }
 
 // keySet is the keys in force. It is never changed once published: a reload builds a new one.
@@ -219,7 +229,13 @@ func (c *Checker) Require(scope Scope, refuse Refuse) fiber.Handler {
 				"the API key %q is over its rate limit (%s requests per second, burst %d); retry after %d s",
 				k.name, strconv.FormatFloat(k.rate, 'f', -1, 64), k.burst, secs)})
 		}
-		return ctx.Next()
+		// The key's name goes with the request's context: the database shares its connections
+		// fairly between keys (platform/database).
+		ctx.SetUserContext(requestctx.WithKeyName(ctx.UserContext(), k.name))
+		if k.maxInFlight <= 0 || k.running == nil {
+			return ctx.Next()
+		}
+		return c.inFlight(ctx, k, refuse)
 	}
 }
 
@@ -257,6 +273,30 @@ func (c *Checker) Valid(ctx *fiber.Ctx) bool {
 func remoteIP(ctx *fiber.Ctx) netip.Addr {
 	ip, _ := netip.AddrFromSlice(ctx.Context().RemoteIP())
 	return ip.Unmap()
+}
+
+// inFlight runs the rest of the request as one of k's max_in_flight, or refuses it with 429
+// when that many are running. The request counts until its response has been sent: a GraphQL
+// answer may stream long after the handler returned (httpbridge.AfterBody tells when it ends).
+func (c *Checker) inFlight(ctx *fiber.Ctx, k *key, refuse Refuse) error {
+	running := k.running
+	if n := running.Add(1); n > int64(k.maxInFlight) {
+		running.Add(-1)
+		ctx.Set(fiber.HeaderRetryAfter, strconv.Itoa(inFlightRetryAfter))
+		return refuse(ctx, Refusal{Status: fiber.StatusTooManyRequests, Code: apierr.RateLimited, Message: fmt.Sprintf(
+			"the API key %q has %d requests running, its max_in_flight; retry after %d s, when one has ended",
+			k.name, k.maxInFlight, inFlightRetryAfter)})
+	}
+	handedOver := false
+	defer func() {
+		if !handedOver { // a panic below: the recover middleware answers
+			running.Add(-1)
+		}
+	}()
+	err := ctx.Next()
+	httpbridge.AfterBody(ctx, func(int64, error) { running.Add(-1) })
+	handedOver = true
+	return err
 }
 
 // wait takes one request from the key's rate and returns zero, or returns how long the client

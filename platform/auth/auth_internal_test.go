@@ -40,20 +40,21 @@ func TestFindMatchesOnlyItsKey(t *testing.T) {
 func TestParseKeyFileErrorsShowNoHash(t *testing.T) {
 	h := hexDigest("a key")
 	for name, c := range map[string]struct{ file, want string }{
-		"truncated":       {`[{"name":"a","sha256":"` + h, "ends too early"},
-		"syntax":          {`[{"name":"a","sha256":"` + h + `" "scopes":[]}]`, "invalid JSON at byte"},
-		"not a list":      {`{"name":"a"}`, "JSON list"},
-		"unknown field":   {`[{"name":"a","sha256":"` + h + `","scopes":["graphql"],"scope":"x"}]`, `unknown field "scope"`},
-		"short hash":      {`[{"name":"a","sha256":"` + h[:60] + `","scopes":["graphql"]}]`, "64 hex characters"},
-		"hash in scopes":  {`[{"name":"a","sha256":"` + h + `","scopes":["` + h + `"]}]`, "a text of 64 characters"},
-		"no scope":        {`[{"name":"a","sha256":"` + h + `","scopes":[]}]`, "scopes is empty"},
-		"bad name":        {`[{"name":"a b","sha256":"` + h + `","scopes":["graphql"]}]`, "entry 0: name must be"},
-		"reserved name":   {`[{"name":"default","sha256":"` + h + `","scopes":["graphql"]}]`, "stands for AUTHENTICATION__API_KEY"},
-		"duplicate name":  {`[{"name":"a","sha256":"` + h + `","scopes":["graphql"]},{"name":"a","sha256":"` + hexDigest("b") + `","scopes":["graphql"]}]`, "used twice"},
-		"duplicate key":   {`[{"name":"a","sha256":"` + h + `","scopes":["graphql"]},{"name":"b","sha256":"` + h + `","scopes":["graphql"]}]`, "entry 1 (b): the same key as a"},
-		"negative rate":   {`[{"name":"a","sha256":"` + h + `","scopes":["graphql"],"rate_per_second":-1}]`, "rate_per_second"},
-		"burst, no rate":  {`[{"name":"a","sha256":"` + h + `","scopes":["graphql"],"burst":3}]`, "burst is set without"},
-		"trailing things": {`[] []`, "more after"},
+		"truncated":              {`[{"name":"a","sha256":"` + h, "ends too early"},
+		"syntax":                 {`[{"name":"a","sha256":"` + h + `" "scopes":[]}]`, "invalid JSON at byte"},
+		"not a list":             {`{"name":"a"}`, "JSON list"},
+		"unknown field":          {`[{"name":"a","sha256":"` + h + `","scopes":["graphql"],"scope":"x"}]`, `unknown field "scope"`},
+		"short hash":             {`[{"name":"a","sha256":"` + h[:60] + `","scopes":["graphql"]}]`, "64 hex characters"},
+		"hash in scopes":         {`[{"name":"a","sha256":"` + h + `","scopes":["` + h + `"]}]`, "a text of 64 characters"},
+		"no scope":               {`[{"name":"a","sha256":"` + h + `","scopes":[]}]`, "scopes is empty"},
+		"bad name":               {`[{"name":"a b","sha256":"` + h + `","scopes":["graphql"]}]`, "entry 0: name must be"},
+		"reserved name":          {`[{"name":"default","sha256":"` + h + `","scopes":["graphql"]}]`, "stands for AUTHENTICATION__API_KEY"},
+		"duplicate name":         {`[{"name":"a","sha256":"` + h + `","scopes":["graphql"]},{"name":"a","sha256":"` + hexDigest("b") + `","scopes":["graphql"]}]`, "used twice"},
+		"duplicate key":          {`[{"name":"a","sha256":"` + h + `","scopes":["graphql"]},{"name":"b","sha256":"` + h + `","scopes":["graphql"]}]`, "entry 1 (b): the same key as a"},
+		"negative rate":          {`[{"name":"a","sha256":"` + h + `","scopes":["graphql"],"rate_per_second":-1}]`, "rate_per_second"},
+		"negative max_in_flight": {`[{"name":"a","sha256":"` + h + `","scopes":["graphql"],"max_in_flight":-1}]`, "max_in_flight must be"},
+		"burst, no rate":         {`[{"name":"a","sha256":"` + h + `","scopes":["graphql"],"burst":3}]`, "burst is set without"},
+		"trailing things":        {`[] []`, "more after"},
 	} {
 		_, err := parseKeyFile([]byte(c.file))
 		if err == nil {
@@ -101,5 +102,28 @@ func TestReloadKeepsLimiter(t *testing.T) {
 	added, removed, changed := diff(first, third)
 	if len(added) != 0 || len(removed) != 0 || len(changed) != 1 {
 		t.Errorf("diff: added %v removed %v changed %v", added, removed, changed)
+	}
+}
+
+// A reload keeps the count of a key's requests in flight (the requests running across it give
+// back their places to that count) and puts a new max_in_flight in force.
+func TestReloadKeepsInFlight(t *testing.T) {
+	c := &Checker{}
+	file := func(maxInFlight int) []key {
+		keys, err := parseKeyFile([]byte(fmt.Sprintf(`[{"name":"a","sha256":%q,"scopes":["graphql"],"max_in_flight":%d}]`, hexDigest("one"), maxInFlight)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return keys
+	}
+	first := c.build(file(2), nil)
+	first.keys[0].running.Add(2)
+	second := c.build(file(3), first)
+	if second.keys[0].running != first.keys[0].running || second.keys[0].running.Load() != 2 || second.keys[0].maxInFlight != 3 {
+		t.Errorf("after the reload: running %d (same counter %v), max_in_flight %d", second.keys[0].running.Load(),
+			second.keys[0].running == first.keys[0].running, second.keys[0].maxInFlight)
+	}
+	if _, _, changed := diff(first, second); len(changed) != 1 {
+		t.Errorf("a new max_in_flight is not a change: %v", changed)
 	}
 }

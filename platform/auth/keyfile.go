@@ -56,13 +56,17 @@ const DefaultKeyName = "default"
 
 // Entry is one key of AUTHENTICATION__API_KEYS_FILE. The key itself is never stored: only the
 // hex SHA-256 of its text. RatePerSecond 0 (or absent) means no limit; Burst is how many
-// requests may come at once (default: the rate rounded up, at least 1).
+// requests may come at once (default: the rate rounded up, at least 1). MaxInFlight bounds the
+// key's requests running at once, from the key check until the last byte of the response is
+// sent (0 or absent: no bound): a rate bounds how often a key asks, this how much of the
+// service its slow requests hold at a time (contract 6.10).
 type Entry struct {
 	Name          string  `json:"name"`
 	SHA256        string  `json:"sha256"`
 	Scopes        []Scope `json:"scopes"`
 	RatePerSecond float64 `json:"rate_per_second,omitempty"`
 	Burst         int     `json:"burst,omitempty"`
+	MaxInFlight   int     `json:"max_in_flight,omitempty"`
 }
 
 // keyNamePattern keeps names fit for a log line and a metric attribute: no spaces, quotes or
@@ -83,7 +87,7 @@ func parseKeyFile(data []byte) ([]key, error) {
 	dec.DisallowUnknownFields()
 	var entries []Entry
 	if err := dec.Decode(&entries); err != nil {
-		return nil, fmt.Errorf("not a JSON list of {\"name\", \"sha256\", \"scopes\", \"rate_per_second\", \"burst\"}: %s", jsonProblem(err))
+		return nil, fmt.Errorf("not a JSON list of {\"name\", \"sha256\", \"scopes\", \"rate_per_second\", \"burst\", \"max_in_flight\"}: %s", jsonProblem(err))
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return nil, errors.New("more after the JSON list")
@@ -144,7 +148,10 @@ func (e Entry) key() (key, error) {
 	if e.Burst > 0 && e.RatePerSecond == 0 {
 		return key{}, errors.New("burst is set without rate_per_second; set both, or neither for no limit")
 	}
-	k := key{name: e.Name, scopes: scopes, rate: e.RatePerSecond, burst: e.Burst}
+	if e.MaxInFlight < 0 {
+		return key{}, errors.New("max_in_flight must be a whole number >= 0 (0: no limit)")
+	}
+	k := key{name: e.Name, scopes: scopes, rate: e.RatePerSecond, burst: e.Burst, maxInFlight: e.MaxInFlight}
 	copy(k.digest[:], raw)
 	if k.rate > 0 && k.burst == 0 {
 		k.burst = max(1, int(math.Ceil(k.rate)))
@@ -183,8 +190,8 @@ func ParseScopes(list string) ([]Scope, error) {
 
 // NewKey makes a new random key (256 bits, as 64 hex characters) and its file entry. The key
 // is shown once to the operator; only the entry, with its SHA-256, goes into the file.
-func NewKey(name string, scopes []Scope, ratePerSecond float64, burst int) (string, Entry, error) {
-	e := Entry{Name: name, Scopes: scopes, RatePerSecond: ratePerSecond, Burst: burst}
+func NewKey(name string, scopes []Scope, ratePerSecond float64, burst, maxInFlight int) (string, Entry, error) {
+	e := Entry{Name: name, Scopes: scopes, RatePerSecond: ratePerSecond, Burst: burst, MaxInFlight: maxInFlight}
 	b := make([]byte, 32)
 	if _, err := rand.Read(b); err != nil {
 		return "", Entry{}, fmt.Errorf("random key: %w", err)

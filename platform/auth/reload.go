@@ -6,6 +6,7 @@ import (
 	"os/signal"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -140,15 +141,21 @@ func (c *Checker) load() (*keySet, [sha256.Size]byte, error) {
 
 // build returns the set of the file's keys and AUTHENTICATION__API_KEY. A key with a rate keeps
 // the limiter of the key of its name in old (adjusted to a new rate or burst), so that a reload
-// neither resets a client's rate nor lets it start over with a full burst.
+// neither resets a client's rate nor lets it start over with a full burst; and every key keeps
+// the count of its requests in flight, which the requests running across the reload give back.
 func (c *Checker) build(fileKeys []key, old *keySet) *keySet {
 	set := &keySet{keys: make([]key, 0, len(fileKeys)+1), fromFile: len(fileKeys)}
 	for _, k := range fileKeys {
+		var prev *key
+		if old != nil {
+			prev = old.byName(k.name)
+		}
+		if prev != nil && prev.running != nil {
+			k.running = prev.running
+		} else {
+			k.running = new(atomic.Int64)
+		}
 		if k.rate > 0 {
-			var prev *key
-			if old != nil {
-				prev = old.byName(k.name)
-			}
 			if prev != nil && prev.limiter != nil {
 				k.limiter = prev.limiter
 				if prev.rate != k.rate {
@@ -175,7 +182,7 @@ func diff(old, set *keySet) (added, removed, changed []string) {
 		switch prev := old.byName(k.name); {
 		case prev == nil:
 			added = append(added, k.name)
-		case prev.digest != k.digest || prev.scopes != k.scopes || prev.rate != k.rate || prev.burst != k.burst:
+		case prev.digest != k.digest || prev.scopes != k.scopes || prev.rate != k.rate || prev.burst != k.burst || prev.maxInFlight != k.maxInFlight:
 			changed = append(changed, k.name)
 		}
 	}

@@ -62,6 +62,15 @@ type Limits struct {
 	ExportTimeout    Seconds `env:"LIMITS__EXPORT_TIMEOUT" env-default:"600"`
 	// RequestTimeout bounds a whole API request (GraphQL), waiting for a connection included.
 	RequestTimeout Seconds `env:"LIMITS__REQUEST_TIMEOUT" env-default:"60"`
+	// MaxRootFields bounds the root fields of one GraphQL operation as executed (aliases and
+	// fragments counted): each is a statement, so one document cannot queue hundreds of them.
+	MaxRootFields Count `env:"LIMITS__MAX_ROOT_FIELDS" env-default:"20"`
+	// RequestParallelism bounds the database connections one request holds at once; its other
+	// root fields wait their turn, so one request cannot take the whole pool.
+	RequestParallelism Count `env:"LIMITS__REQUEST_PARALLELISM" env-default:"4"`
+	// MaxRows bounds the rows of one distinct_values, unique_counts or record_stats answer,
+	// counted while they are read, so that one answer cannot take the process's memory.
+	MaxRows Count `env:"LIMITS__MAX_ROWS" env-default:"100000"`
 	// MaxConcurrentExports bounds the CSV exports running at once: each holds a database
 	// connection for as long as its client reads, so without a bound a few slow downloads
 	// would take the whole pool from GraphQL. Past it an export is refused with 503.
@@ -370,6 +379,8 @@ func (c *Config) validate() error {
 		"LIMITS__MAX_QUERY_DEPTH": c.Limits.QueryDepth, "LIMITS__MAX_QUERY_COMPLEXITY": c.Limits.QueryComplexity,
 		"LIMITS__MAX_COLUMNS": c.Limits.Columns, "LIMITS__MAX_FILTERS": c.Limits.Filters, "LIMITS__MAX_PAGE_SIZE": c.Limits.PageSize,
 		"LIMITS__MAX_FILTER_VALUES": c.Limits.FilterValues, "LIMITS__MAX_SERIES_POINTS": c.Limits.SeriesPoints,
+		"LIMITS__MAX_ROOT_FIELDS": c.Limits.MaxRootFields, "LIMITS__REQUEST_PARALLELISM": c.Limits.RequestParallelism,
+		"LIMITS__MAX_ROWS": c.Limits.MaxRows,
 		"LIMITS__MAX_CONCURRENT_EXPORTS": c.Limits.MaxConcurrentExports,
 	} {
 		if v < 1 {

@@ -97,6 +97,9 @@ func TestDefaults(t *testing.T) {
 		{"LIMITS__STATEMENT_TIMEOUT", cfg.Limits.StatementTimeout.Duration(), 30 * time.Second},
 		{"LIMITS__EXPORT_TIMEOUT", cfg.Limits.ExportTimeout.Duration(), 600 * time.Second},
 		{"LIMITS__REQUEST_TIMEOUT", cfg.Limits.RequestTimeout.Duration(), 60 * time.Second},
+		{"LIMITS__MAX_ROOT_FIELDS", cfg.Limits.MaxRootFields, config.Count(20)},
+		{"LIMITS__REQUEST_PARALLELISM", cfg.Limits.RequestParallelism, config.Count(4)},
+		{"LIMITS__MAX_ROWS", cfg.Limits.MaxRows, config.Count(100000)},
 	}
 	for _, c := range checks {
 		if !reflect.DeepEqual(c.got, c.want) {
@@ -240,6 +243,9 @@ func TestBadValuesNameTheirVariable(t *testing.T) {
 		{"LIMITS__MAX_SERIES_POINTS", "lots"},
 		{"LIMITS__STATEMENT_TIMEOUT", "-1"},
 		{"LIMITS__REQUEST_TIMEOUT", "1m"},
+		{"LIMITS__MAX_ROOT_FIELDS", "0"},
+		{"LIMITS__REQUEST_PARALLELISM", "0"},
+		{"LIMITS__MAX_ROWS", "lots"},
 		{"CACHE__ENABLED", "often"},
 		{"CACHE__MAX_STALENESS", "0"},
 		{"CACHE__MAX_BYTES", "64MiB"},

@@ -57,8 +57,8 @@ func (db *DB) copyOnce(ctx context.Context, span trace.Span, op string, w io.Wri
 		return pgconn.CommandTag{}, false, err
 	}
 	defer conn.Release()
-	connected(span, conn)
-	pg := conn.Conn().PgConn()
+	connected(span, conn.conn)
+	pg := conn.conn.Conn().PgConn()
 	if enc, ds := pg.ParameterStatus("client_encoding"), pg.ParameterStatus("DateStyle"); enc != "UTF8" || !strings.HasPrefix(ds, "ISO") {
 		return pgconn.CommandTag{}, false, fmt.Errorf("the connection has client_encoding %q and DateStyle %q; it needs UTF8 and ISO", enc, ds)
 	}
@@ -68,7 +68,7 @@ func (db *DB) copyOnce(ctx context.Context, span trace.Span, op string, w io.Wri
 	cw := &copyWriter{w: w}
 	tag, err := pg.CopyTo(ctx, cw, sql)
 	if err != nil && mayRetry && !cw.wrote && cw.err == nil && ctx.Err() == nil && connectionLost(err) {
-		addr := remoteAddr(conn)
+		addr := remoteAddr(conn.conn)
 		conn.Release()
 		db.dropIdle(ctx, addr)
 		return tag, true, err

@@ -34,6 +34,7 @@ import (
 // db.client.operation.duration and classifies its error for clients.
 type DB struct {
 	pool             *pgxpool.Pool
+	gate             *fairGate // the pool's connections, shared fairly by key (share.go)
 	poolTimeout      time.Duration
 	statementTimeout time.Duration
 	exportTimeout    time.Duration
@@ -80,7 +81,7 @@ func Open(d config.Database, limits config.Limits, log *slog.Logger, mp metric.M
 		"statement_timeout", limits.StatementTimeout.Duration().String())
 	warnUnverifiedTLS(d, log)
 	reach := newReachability(pool, log, len(eps))
-	db := &DB{pool: pool, poolTimeout: d.PoolTimeout.Duration(), metrics: m, reach: reach, spans: newStatementSpans(tp, d),
+	db := &DB{pool: pool, gate: newFairGate(int(pc.MaxConns)), poolTimeout: d.PoolTimeout.Duration(), metrics: m, reach: reach, spans: newStatementSpans(tp, d),
 		statementTimeout: limits.StatementTimeout.Duration(), exportTimeout: limits.ExportTimeout.Duration(),
 		endpoints: eps, preferStandby: d.TargetSessionAttrs == config.TargetPreferStandby}
 	if d.TransactionPooling {
@@ -330,26 +331,58 @@ func tlsMode(d config.Database) string {
 	}
 }
 
-// acquire waits at most DATABASE__POOL_TIMEOUT for a connection. The caller releases it. Only
-// this package's helpers (query.go, copy.go) hold connections, so every statement is measured.
+// lease is a connection acquired for one statement, with the places it took on the way (see
+// share.go). Release gives all back, the connection first, so that the statement the gate lets
+// in next finds it idle in the pool; a second Release does nothing.
+type lease struct {
+	conn *pgxpool.Conn
+	done func()
+}
+
+func (l *lease) Release() {
+	if l.done == nil {
+		return
+	}
+	l.conn.Release()
+	l.done()
+	l.done = nil
+}
+
+// acquire waits for a slot of the request's own (WithRequestLimit), then at most
+// DATABASE__POOL_TIMEOUT for a connection: for a place at the fair gate, then for pgxpool (see
+// share.go). The caller releases the lease. Only this package's helpers (query.go, copy.go) hold
+// connections, so every statement is measured, bounded per request and shared fairly by key.
 //
 // While the database is known to be unreachable (an attempt to connect failed and no probe has
 // reached it since) and the pool has no idle connection, it fails at once with
 // SERVICE_UNAVAILABLE instead of letting every request wait for a connection attempt of its
 // own; see reachability.
-func (db *DB) acquire(ctx context.Context) (*pgxpool.Conn, error) {
+func (db *DB) acquire(ctx context.Context) (*lease, error) {
 	if db.reach.failFast() {
 		return nil, apierr.Unavailable(errUnreachable)
+	}
+	releaseSlot, err := requestSlot(ctx)
+	if err != nil {
+		return nil, ClassifyContext(ctx, fmt.Errorf("wait for the request's turn: %w", err))
 	}
 	actx, cancel := context.WithTimeout(ctx, db.poolTimeout)
 	defer cancel()
 	db.metrics.pending.Add(1)
 	start := time.Now()
-	conn, err := db.pool.Acquire(actx)
+	key := gateKey(ctx)
+	var conn *pgxpool.Conn
+	err = db.gate.enter(actx, key)
+	if err == nil {
+		conn, err = db.pool.Acquire(actx)
+		if err != nil {
+			db.gate.leave(key)
+		}
+	}
 	db.metrics.pending.Add(-1)
 	timedOut := err != nil && ctx.Err() == nil && errors.Is(actx.Err(), context.DeadlineExceeded)
 	db.metrics.acquired(ctx, start, timedOut)
 	if err != nil {
+		releaseSlot()
 		if ctx.Err() != nil {
 			// The caller's deadline passed first: as ambiguous as DATABASE__POOL_TIMEOUT.
 			db.reach.failed(err, errors.Is(ctx.Err(), context.DeadlineExceeded))
@@ -359,7 +392,7 @@ func (db *DB) acquire(ctx context.Context) (*pgxpool.Conn, error) {
 		return nil, apierr.Unavailable(fmt.Errorf("acquire connection: %w", err))
 	}
 	db.reach.succeeded()
-	return conn, nil
+	return &lease{conn: conn, done: func() { db.gate.leave(key); releaseSlot() }}, nil
 }
 
 // classify is ClassifyContext with this pool's settings: a statement timeout's message names

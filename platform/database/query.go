@@ -96,11 +96,11 @@ func (db *DB) runOn(ctx context.Context, op, q string, spanAttrs []attribute.Key
 			end(ctx, span, err)
 			return fmt.Errorf("%s: %w", op, err)
 		}
-		connected(span, conn)
+		connected(span, conn.conn)
 		start := time.Now()
-		err = exec(conn)
+		err = exec(conn.conn)
 		if err != nil && attempt < maxAttempts && ctx.Err() == nil && connectionLost(err) && (delivered == nil || !delivered()) {
-			addr := remoteAddr(conn)
+			addr := remoteAddr(conn.conn)
 			conn.Release()
 			db.dropIdle(ctx, addr)
 			continue
@@ -212,18 +212,63 @@ func Collect[T any](ctx context.Context, db *DB, op, q string, args []any, scan 
 	return out, nil
 }
 
+// ErrTooManyRows is what CollectAtMost reports of a statement that returned more rows than
+// asked for.
+var ErrTooManyRows = errors.New("more rows than allowed")
+
+// CollectAtMost is Collect for at most max rows: on the row after the max-th it stops reading
+// and fails with ErrTooManyRows (tooMany, when given, replaces it: the caller's error that names
+// its setting), so that an answer too large costs no more memory than max rows, whatever the
+// statement would have returned. Give the statement a LIMIT of max+1 as well: reading stops
+// here, the database stops there.
+func CollectAtMost[T any](ctx context.Context, db *DB, op, q string, args []any, max int, tooMany error, scan pgx.RowToFunc[T]) ([]T, error) {
+	if tooMany == nil {
+		tooMany = ErrTooManyRows
+	}
+	var out []T
+	qargs := db.statementArgs(args)
+	err := db.run(ctx, op, q, func(conn querier) error {
+		rows, err := conn.Query(ctx, q, qargs...)
+		if err != nil {
+			return err
+		}
+		out, err = collectAtMost(rows, max, tooMany, scan)
+		return err
+	}, nil)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // collectRows is pgx.CollectRows with the slice doubled as it grows: append grows large slices
 // by a quarter at a time, which for a few hundred rows allocated and copied them five times over.
 func collectRows[T any](rows pgx.Rows, scan pgx.RowToFunc[T]) ([]T, error) {
+	return collectAtMost(rows, -1, nil, scan)
+}
+
+// collectAtMost is collectRows failing with tooMany on the row after the max-th (max < 0: no
+// bound).
+func collectAtMost[T any](rows pgx.Rows, max int, tooMany error, scan pgx.RowToFunc[T]) ([]T, error) {
 	defer rows.Close()
 	out := make([]T, 0, 16)
 	for rows.Next() {
+		if max >= 0 && len(out) == max {
+			return nil, tooMany
+		}
 		v, err := scan(rows)
 		if err != nil {
 			return nil, err
 		}
 		if len(out) == cap(out) {
-			out = slices.Grow(out, len(out))
+			if max >= 0 && 2*len(out) > max {
+				// Never room for more than max rows (slices.Grow rounds up).
+				grown := make([]T, len(out), max)
+				copy(grown, out)
+				out = grown
+			} else {
+				out = slices.Grow(out, len(out))
+			}
 		}
 		out = append(out, v)
 	}

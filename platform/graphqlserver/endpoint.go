@@ -16,6 +16,7 @@ import (
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"github.com/emsanalytics/emsquery/platform/answercache"
+	"github.com/emsanalytics/emsquery/platform/database"
 )
 
 // Endpoint is one GraphQL path (/graphql, /serve/graphql, /lookups/graphql). A request goes:
@@ -35,6 +36,8 @@ type Endpoint struct {
 	cache    *answercache.Cache
 	timeout  time.Duration
 	timedOut error
+	// parallelism is LIMITS__REQUEST_PARALLELISM: the connections one request holds at once.
+	parallelism int
 }
 
 // Handlers are the Fiber handlers of the endpoint, auth being the key check: every response,
@@ -152,6 +155,10 @@ func (e *Endpoint) execute(ctx context.Context, w responseWriter, r *request) (r
 	}
 	ps := &parts{}
 	ctx = context.WithValue(ctx, partsKey{}, ps)
+	// gqlgen resolves the root fields all at once; their statements take turns at the request's
+	// LIMITS__REQUEST_PARALLELISM slots (platform/database), and so do the whole-table lists
+	// that ps.write streams once the executor has returned: their contexts derive from this one.
+	ctx = database.WithRequestLimit(ctx, e.parallelism)
 	responses, ctx := e.exec.DispatchOperation(ctx, rc)
 	resp = responses(ctx)
 	if err := ps.write(w, resp); err != nil {

@@ -16,17 +16,19 @@ import (
 	"github.com/emsanalytics/emsquery/platform/apierr"
 )
 
-// Limits of a GraphQL document: LIMITS__MAX_QUERY_DEPTH and LIMITS__MAX_QUERY_COMPLEXITY.
+// Limits of a GraphQL document: LIMITS__MAX_QUERY_DEPTH, LIMITS__MAX_QUERY_COMPLEXITY and
+// LIMITS__MAX_ROOT_FIELDS.
 //
 // They are checked in two steps. Before gqlgen parses and validates a document it has not seen
 // yet (not in its parsed-query cache), queryLimits bounds the work that parsing and validating
 // it would take: how deep its brackets nest, how many fields it selects and how often one field
 // is repeated in one place. Validation compares every pair of fields that share a response name,
 // so a body of 10,000 copies of one field would otherwise keep a CPU busy for minutes. After
-// validation, for the operation a request runs, it checks the depth of its fields and gqlgen's
-// complexity. Every refusal is BAD_USER_INPUT naming the setting; like gqlgen's parse and
-// validation errors it is a request error: no data, HTTP 422 (400 when the client accepts
-// application/graphql-response+json).
+// validation, for the operation a request runs, it checks the depth of its fields, gqlgen's
+// complexity and the number of root fields it executes (each one a statement, all started at
+// once by gqlgen: contract 6.10), before any of them runs. Every refusal is BAD_USER_INPUT
+// naming the setting; like gqlgen's parse and validation errors it is a request error: no data,
+// HTTP 422 (400 when the client accepts application/graphql-response+json).
 
 const (
 	// rootFieldComplexity is the complexity of a root field (one SQL statement) besides what it
@@ -50,6 +52,7 @@ func init() {
 type queryLimits struct {
 	maxDepth      int
 	maxComplexity int
+	maxRootFields int
 	// cache is gqlgen's parsed-query cache: a document in it passed the checks before parsing.
 	cache      graphql.Cache[*ast.QueryDocument]
 	schema     *ast.Schema
@@ -62,10 +65,11 @@ var _ interface {
 	graphql.OperationContextMutator
 } = &queryLimits{}
 
-func newQueryLimits(maxDepth, maxComplexity int, cache graphql.Cache[*ast.QueryDocument], schema *ast.Schema) *queryLimits {
+func newQueryLimits(maxDepth, maxComplexity, maxRootFields int, cache graphql.Cache[*ast.QueryDocument], schema *ast.Schema) *queryLimits {
 	return &queryLimits{
 		maxDepth:      maxDepth,
 		maxComplexity: maxComplexity,
+		maxRootFields: maxRootFields,
 		cache:         cache,
 		schema:        schema,
 		complexity:    extension.FixedComplexityLimit(maxComplexity),
@@ -127,7 +131,34 @@ func (q *queryLimits) MutateOperationContext(ctx context.Context, opCtx *graphql
 		return refusal("query complexity %d exceeds LIMITS__MAX_QUERY_COMPLEXITY=%d (a root field costs %d, any other field 1, each plus what it selects); split the query",
 			c, q.maxComplexity, rootFieldComplexity)
 	}
+	if q.maxRootFields > 0 {
+		if n := q.rootFields(opCtx); n > q.maxRootFields {
+			return refusal("the operation has %d root fields; LIMITS__MAX_ROOT_FIELDS=%d allows at most that many per request (an alias or a fragment's field counts as one); split the query",
+				n, q.maxRootFields)
+		}
+	}
 	return nil
+}
+
+// rootFields is how many root fields the operation executes: its selection collected as
+// gqlgen's executor collects it (graphql.CollectFields, which caches the result for the
+// executor), so that aliases and fragments' fields count, fields merged under one response name
+// count once, and a field left out by @skip or @include with the request's variables does not
+// count.
+func (q *queryLimits) rootFields(opCtx *graphql.OperationContext) int {
+	var root *ast.Definition
+	switch opCtx.Operation.Operation {
+	case ast.Mutation:
+		root = q.schema.Mutation
+	case ast.Subscription:
+		root = q.schema.Subscription
+	default:
+		root = q.schema.Query
+	}
+	if root == nil {
+		return 0 // validation refuses an operation its schema has no type for
+	}
+	return len(graphql.CollectFields(opCtx, opCtx.Operation.SelectionSet, []string{root.Name}))
 }
 
 func refusal(format string, args ...any) *gqlerror.Error {

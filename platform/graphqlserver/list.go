@@ -27,6 +27,11 @@ type Source[T any] struct {
 	Values func(ctx context.Context, yield func(*T) bool) (bool, error)
 	// All returns every row decoded and kept, for a selection gqljson does not write (@defer).
 	All func(ctx context.Context) ([]T, error)
+	// Large says the table can be large enough (a row per mission or more) that sending it
+	// whole takes longer than LIMITS__STATEMENT_TIMEOUT at a slow reader's pace: streamed, its
+	// statement then runs with LIMITS__EXPORT_TIMEOUT (database.Streamed), at the cost of a
+	// transaction of its own (two round trips more, nothing next to such a table).
+	Large bool
 }
 
 // errNoSource is a Source without what the selection needs: a bug.
@@ -57,7 +62,10 @@ func List[T any](ctx context.Context, src Source[T], stream bool) ([]*T, error) 
 			}
 			if stream {
 				// Read while it is sent: the statement's time is the client's pace too.
-				sctx := database.Streamed(ctx)
+				sctx := ctx
+				if src.Large {
+					sctx = database.Streamed(ctx)
+				}
 				if rows != nil {
 					rows = func(yield func(row [][]byte) bool) (bool, error) { return src.Rows(sctx, yield) }
 				}

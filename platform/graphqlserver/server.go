@@ -41,6 +41,11 @@ type Options struct {
 	// LIMITS__MAX_QUERY_COMPLEXITY (see limits.go).
 	MaxQueryDepth      int
 	MaxQueryComplexity int
+	// MaxRootFields is LIMITS__MAX_ROOT_FIELDS (limits.go); 0: no bound.
+	MaxRootFields int
+	// RequestParallelism is LIMITS__REQUEST_PARALLELISM: the database connections one request
+	// holds at once (its other root fields wait their turn); 0: no bound of its own.
+	RequestParallelism int
 	// RequestTimeout is LIMITS__REQUEST_TIMEOUT; what still runs then fails with TimedOut.
 	RequestTimeout time.Duration
 	TimedOut       error
@@ -70,7 +75,7 @@ func New(es graphql.ExecutableSchema, o Options) *Endpoint {
 	exec.Use(extension.Introspection{})
 	// Persisted queries first: the limits check the document a hash stands for.
 	exec.Use(persistedQueries{extension.AutomaticPersistedQuery{Cache: newAPQCache()}})
-	exec.Use(newQueryLimits(o.MaxQueryDepth, o.MaxQueryComplexity, cache, es.Schema()))
+	exec.Use(newQueryLimits(o.MaxQueryDepth, o.MaxQueryComplexity, o.MaxRootFields, cache, es.Schema()))
 	exec.Use(newOperationTrace(o.TracerProvider))
 	exec.Use(newOperationMetrics(o))
 	if o.AroundFields != nil {
@@ -85,7 +90,7 @@ func New(es graphql.ExecutableSchema, o Options) *Endpoint {
 	exec.SetRecoverFunc(func(ctx context.Context, p any) error {
 		return fmt.Errorf("panic in resolver: %v", p)
 	})
-	return &Endpoint{route: o.Route, exec: exec, cache: o.Cache, timeout: o.RequestTimeout, timedOut: o.TimedOut}
+	return &Endpoint{route: o.Route, exec: exec, cache: o.Cache, timeout: o.RequestTimeout, timedOut: o.TimedOut, parallelism: o.RequestParallelism}
 }
 
 // presentError maps resolver errors to the contract's codes. Errors of gqlgen's own (parse,
