@@ -380,7 +380,7 @@ func (c *Config) validate() error {
 		"LIMITS__MAX_COLUMNS": c.Limits.Columns, "LIMITS__MAX_FILTERS": c.Limits.Filters, "LIMITS__MAX_PAGE_SIZE": c.Limits.PageSize,
 		"LIMITS__MAX_FILTER_VALUES": c.Limits.FilterValues, "LIMITS__MAX_SERIES_POINTS": c.Limits.SeriesPoints,
 		"LIMITS__MAX_ROOT_FIELDS": c.Limits.MaxRootFields, "LIMITS__REQUEST_PARALLELISM": c.Limits.RequestParallelism,
-		"LIMITS__MAX_ROWS": c.Limits.MaxRows,
+		"LIMITS__MAX_ROWS":               c.Limits.MaxRows,
 		"LIMITS__MAX_CONCURRENT_EXPORTS": c.Limits.MaxConcurrentExports,
 	} {
 		if v < 1 {
