@@ -28,6 +28,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"log/slog"
+	"strconv"
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
@@ -121,6 +122,12 @@ type Version struct {
 	epoch uint64
 	ok    bool
 }
+
+// String names the version (for ETags); it says nothing of the data.
+func (v Version) String() string { return strconv.FormatUint(v.epoch, 10) + "@" + startID }
+
+// startID tells this process's epochs from another's (a restarted replica counts from 1 again).
+var startID = strconv.FormatInt(time.Now().UnixNano(), 36)
 
 // Current is the data version now; not ok (nothing may be answered from memory, nor kept)
 // while the cache is off or a database host's version is older than CACHE__MAX_STALENESS.

@@ -2,6 +2,7 @@ package graphqlserver
 
 import (
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"mime"
 	"net/http"
@@ -61,12 +62,28 @@ func (e *Endpoint) serve(c *fiber.Ctx) error {
 		return nil
 	}
 	version, cacheable := e.cache.Current()
-	var key answercache.Key
+	var (
+		key answercache.Key
+		tag string
+	)
 	if cacheable {
 		key = r.key(e.route)
+		tag = etag(key, version)
+		if r.ifNoneMatch != "" && matches(r.ifNoneMatch, tag) {
+			// The client holds this question's answer of this data version (an ETag goes only
+			// on an answer without errors), whether or not this replica still keeps it.
+			e.cache.Count(c.UserContext(), e.route, answercache.Hit)
+			c.Set(headerETag, tag)
+			c.Set(headerCacheControl, revalidate)
+			c.Set(answercache.HeaderCacheStatus, answercache.StatusHit)
+			c.Status(http.StatusNotModified)
+			return nil
+		}
 		if a := e.cache.Get(key, version); a != nil {
 			e.cache.Count(c.UserContext(), e.route, answercache.Hit)
 			sendKept(c, a, answercache.StatusHit)
+			c.Set(headerETag, tag)
+			c.Set(headerCacheControl, revalidate)
 			return nil
 		}
 	}
@@ -77,7 +94,7 @@ func (e *Endpoint) serve(c *fiber.Ctx) error {
 			e.execute(ctx, w, r)
 			return
 		}
-		a, mine := e.cache.Share(key, version, func() *answercache.Answer { return e.compute(ctx, w, r) })
+		a, mine := e.cache.Share(key, version, func() *answercache.Answer { return e.compute(ctx, w, r, tag) })
 		switch {
 		case mine: // computed and sent here
 		case a == nil:
@@ -88,15 +105,21 @@ func (e *Endpoint) serve(c *fiber.Ctx) error {
 			e.execute(ctx, w, r)
 		default:
 			e.cache.Count(ctx, e.route, answercache.Coalesced)
+			w.Header().Set(headerETag, tag)
+			w.Header().Set(headerCacheControl, revalidate)
 			writeKept(w, a, answercache.StatusMiss)
 		}
 	})
 	return nil
 }
 
-// compute answers r into w, recording the answer, and returns it when it may be kept.
-func (e *Endpoint) compute(ctx context.Context, w responseWriter, r *request) *answercache.Answer {
+// compute answers r into w, recording the answer, and returns it when it may be kept. tag is
+// the answer's ETag: set before the answer is written (a streamed answer's headers go out with
+// its first bytes), taken back when the answer has errors and is still held.
+func (e *Endpoint) compute(ctx context.Context, w responseWriter, r *request, tag string) *answercache.Answer {
 	w.Header().Set(answercache.HeaderCacheStatus, answercache.StatusMiss)
+	w.Header().Set(headerETag, tag)
+	w.Header().Set(headerCacheControl, revalidate)
 	rec := &recorder{w: w, limit: e.cache.MaxAnswer()}
 	resp, ok := e.execute(ctx, rec, r)
 	var a *answercache.Answer
@@ -107,6 +130,8 @@ func (e *Endpoint) compute(ctx context.Context, w responseWriter, r *request) *a
 		e.cache.Count(ctx, e.route, answercache.Bypass)
 		// Seen by the client where the answer was still held (all but streamed ones).
 		w.Header().Set(answercache.HeaderCacheStatus, answercache.StatusBypass)
+		w.Header().Del(headerETag)
+		w.Header().Del(headerCacheControl)
 		return nil
 	}
 	e.cache.Count(ctx, e.route, answercache.Miss)
@@ -165,6 +190,32 @@ func (e *Endpoint) execute(ctx context.Context, w responseWriter, r *request) (r
 		return resp, false
 	}
 	return resp, true
+}
+
+// Revalidation (contract 6.11): an answer without errors, with the cache on, carries an ETag of
+// its question and data version, and may be kept by the client but revalidated each time.
+const (
+	headerETag         = "ETag"
+	headerCacheControl = "Cache-Control"
+	revalidate         = "private, no-cache"
+)
+
+// etag is the ETag of the answer to question k in data version v: strong, since the answer's
+// bytes depend on nothing else.
+func etag(k answercache.Key, v answercache.Version) string {
+	sum := answercache.KeyOf(k[:], []byte(v.String()))
+	return `"` + hex.EncodeToString(sum[:16]) + `"`
+}
+
+// matches says whether an If-None-Match header names tag (or is *).
+func matches(ifNoneMatch, tag string) bool {
+	for _, t := range strings.Split(ifNoneMatch, ",") {
+		t = strings.TrimSpace(t)
+		if t == "*" || strings.TrimPrefix(t, "W/") == tag {
+			return true
+		}
+	}
+	return false
 }
 
 // writeResponse writes a response without parts (an error), as gqlgen's transports do.

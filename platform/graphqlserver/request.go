@@ -22,6 +22,7 @@ import (
 type request struct {
 	get         bool
 	accept      string // the Accept header, which chooses the Content-Type
+	ifNoneMatch string // the ETags the client holds
 	contentType string // the answer's, negotiated from accept
 	query       string
 	operation   string
@@ -67,6 +68,7 @@ func readRequest(c *fiber.Ctx) *request {
 	}
 	r.readStart = start
 	r.accept = c.Get(fiber.HeaderAccept)
+	r.ifNoneMatch = c.Get(fiber.HeaderIfNoneMatch)
 	r.contentType = responseContentType(r.accept)
 	return r
 }
