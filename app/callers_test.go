@@ -291,22 +291,7 @@ func TestConnectionsPerClient(t *testing.T) {
 	}
 	defer keep.Close()
 	keepReader := bufio.NewReader(keep)
-	askKeep := func() error {
-		if _, err := io.WriteString(keep, "GET /v1/ping HTTP/1.1\r\nHost: emsquery\r\n\r\n"); err != nil {
-			return err
-		}
-		_ = keep.SetReadDeadline(time.Now().Add(5 * time.Second))
-		resp, err := http.ReadResponse(keepReader, nil)
-		if err != nil {
-			return err
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("status %d", resp.StatusCode)
-		}
-		return nil
-	}
+	askKeep := func() error { return getOn(keep, keepReader, "/v1/ping", 5*time.Second) }
 	if err := askKeep(); err != nil {
 		t.Fatal(err)
 	}

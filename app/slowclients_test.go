@@ -20,6 +20,25 @@ import (
 	"github.com/emsanalytics/emsquery/internal/servicetest"
 )
 
+// getOn asks GET path on the keep-alive connection c (its answers read through r) and reads the
+// answer whole, within timeout; an answer other than 200 is an error.
+func getOn(c net.Conn, r *bufio.Reader, path string, timeout time.Duration) error {
+	if _, err := io.WriteString(c, "GET "+path+" HTTP/1.1\r\nHost: emsquery\r\n\r\n"); err != nil {
+		return err
+	}
+	_ = c.SetReadDeadline(time.Now().Add(timeout))
+	resp, err := http.ReadResponse(r, nil)
+	if err != nil {
+		return err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return errors.New(resp.Status)
+	}
+	return nil
+}
+
 // ensureFileLimit raises the test process's open-file limit (which the service inherits) to
 // need, within the hard limit.
 func ensureFileLimit(t *testing.T, need uint64) {
@@ -161,22 +180,7 @@ func TestMaxConnections(t *testing.T) {
 	}
 	defer keep.Close()
 	keepReader := bufio.NewReader(keep)
-	ping := func() error {
-		if _, err := io.WriteString(keep, "GET /v1/healthz HTTP/1.1\r\nHost: emsquery\r\n\r\n"); err != nil {
-			return err
-		}
-		_ = keep.SetReadDeadline(time.Now().Add(10 * time.Second))
-		resp, err := http.ReadResponse(keepReader, nil)
-		if err != nil {
-			return err
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return errors.New(resp.Status)
-		}
-		return nil
-	}
+	ping := func() error { return getOn(keep, keepReader, "/v1/healthz", 10*time.Second) }
 	if err := ping(); err != nil {
 		t.Fatal(err)
 	}

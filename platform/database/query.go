@@ -196,27 +196,14 @@ func (db *DB) dropIdle(ctx context.Context, addr string) {
 
 // Collect runs query q with args and scans every row with scan.
 func Collect[T any](ctx context.Context, db *DB, op, q string, args []any, scan pgx.RowToFunc[T]) ([]T, error) {
-	var out []T
-	qargs := db.statementArgs(args)
-	err := db.run(ctx, op, q, func(conn querier) error {
-		rows, err := conn.Query(ctx, q, qargs...)
-		if err != nil {
-			return err
-		}
-		out, err = collectRows(rows, scan)
-		return err
-	}, nil)
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
+	return CollectAtMost(ctx, db, op, q, args, -1, nil, scan)
 }
 
 // ErrTooManyRows is what CollectAtMost reports of a statement that returned more rows than
 // asked for.
 var ErrTooManyRows = errors.New("more rows than allowed")
 
-// CollectAtMost is Collect for at most max rows: on the row after the max-th it stops reading
+// CollectAtMost is Collect for at most max rows (max < 0: no bound): on the row after the max-th it stops reading
 // and fails with ErrTooManyRows (tooMany, when given, replaces it: the caller's error that names
 // its setting), so that an answer too large costs no more memory than max rows, whatever the
 // statement would have returned. Give the statement a LIMIT of max+1 as well: reading stops

@@ -50,31 +50,22 @@ func List[T any](ctx context.Context, src Source[T], stream bool) ([]*T, error) 
 	oc := graphql.GetOperationContext(ctx)
 	if s != nil && fc != nil && oc != nil && fc.Object == "Query" && s.field == fc.Field.Field && !s.filled() {
 		if l := gqljson.NewList[T](s.w, oc, fc); l != nil {
+			// Read while it is sent, a large table's statement runs for the client's pace.
+			sctx := ctx
+			if stream && src.Large {
+				sctx = database.Streamed(ctx)
+			}
 			var rows func(yield func(row [][]byte) bool) (bool, error)
 			if src.Rows != nil && src.Column != nil {
-				rows = func(yield func(row [][]byte) bool) (bool, error) { return src.Rows(ctx, yield) }
+				rows = func(yield func(row [][]byte) bool) (bool, error) { return src.Rows(sctx, yield) }
 			}
 			values := func(yield func(*T) bool) (bool, error) {
 				if src.Values == nil {
 					return false, errNoSource
 				}
-				return src.Values(ctx, yield)
+				return src.Values(sctx, yield)
 			}
 			if stream {
-				// Read while it is sent: the statement's time is the client's pace too.
-				sctx := ctx
-				if src.Large {
-					sctx = database.Streamed(ctx)
-				}
-				if rows != nil {
-					rows = func(yield func(row [][]byte) bool) (bool, error) { return src.Rows(sctx, yield) }
-				}
-				values = func(yield func(*T) bool) (bool, error) {
-					if src.Values == nil {
-						return false, errNoSource
-					}
-					return src.Values(sctx, yield)
-				}
 				s.stream = func(w io.Writer) error { return l.WriteTo(w, rows, src.Column, values) }
 				return []*T{}, nil
 			}
