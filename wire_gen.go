@@ -78,16 +78,22 @@ func initService(cfg *config.Config, svc telemetry.Service) (*app.Server, func()
 	resourcesResolver := resources.NewResolver(resourcesRepository, maxPage)
 	patientsRepository := patients.NewRepository(db)
 	patientsResolver := patients.NewResolver(patientsRepository, maxPage)
+	subscriptions := stats.NewSubscriptions(resolver)
+	resourcesSubscriptions := resources.NewSubscriptions(resourcesResolver)
 	gqlpublicResolver := &gqlpublic.Resolver{
-		Stats:     resolver,
-		Resources: resourcesResolver,
-		Patients:  patientsResolver,
+		Stats:         resolver,
+		Resources:     resourcesResolver,
+		Patients:      patientsResolver,
+		StatsLive:     subscriptions,
+		ResourcesLive: resourcesSubscriptions,
 	}
 	schema := gqlpublic.NewSchema(gqlpublicResolver)
 	reportsRepository := reports.NewRepository(db)
 	serveResolver := reports.NewServeResolver(reportsRepository, statsLimits)
+	serveSubscriptions := reports.NewServeSubscriptions(serveResolver)
 	gqlserveResolver := &gqlserve.Resolver{
-		Reports: serveResolver,
+		Reports:     serveResolver,
+		ReportsLive: serveSubscriptions,
 	}
 	gqlserveSchema := gqlserve.NewSchema(gqlserveResolver)
 	lookupsResolver := reports.NewLookupsResolver(reportsRepository)
@@ -110,11 +116,22 @@ func initService(cfg *config.Config, svc telemetry.Service) (*app.Server, func()
 		cleanup()
 		return nil, nil, err
 	}
-	exporter, cleanup7 := reports.NewExporter(db, logger, statsLimits)
+	streams, cleanup7, err := app.NewStreams(configApp, limits, meterProvider)
+	if err != nil {
+		cleanup6()
+		cleanup5()
+		cleanup4()
+		cleanup3()
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
+	exporter, cleanup8 := reports.NewExporter(db, logger, statsLimits)
 	exportSlots := reports.NewExportSlots(limits, configDatabase, logger)
 	exportHandler := reports.NewExportHandler(exporter, exportSlots, logger)
-	server := app.NewServer(configApp, limits, security, logger, db, checker, graphQLEndpoints, answercacheCache, meterProvider, tracerProvider, exportHandler)
+	server := app.NewServer(configApp, limits, security, logger, db, checker, graphQLEndpoints, answercacheCache, streams, meterProvider, tracerProvider, exportHandler)
 	return server, func() {
+		cleanup8()
 		cleanup7()
 		cleanup6()
 		cleanup5()

@@ -56,6 +56,9 @@ type fakePublic struct {
 
 func (f *fakePublic) Query() gqlpublic.QueryResolver { return f }
 
+// Subscription: these tests ask queries only.
+func (f *fakePublic) Subscription() gqlpublic.SubscriptionResolver { return nil }
+
 func (f *fakePublic) DistinctValues(context.Context, []string, string, string, *bool, []*stats.Filter) ([]*stats.DistinctValue, error) {
 	var out []*stats.DistinctValue
 	for i, s := range oddTexts {
@@ -165,6 +168,9 @@ type fakeServe struct {
 }
 
 func (f *fakeServe) Query() gqlserve.QueryResolver { return f }
+
+// Subscription: these tests ask queries only.
+func (f *fakeServe) Subscription() gqlserve.SubscriptionResolver { return nil }
 func (f *fakeServe) MainReport(context.Context, string, string, []*stats.Filter, *bool, *int, *int) (*reports.MainReport, error) {
 	return f.report, nil
 }
@@ -244,7 +250,7 @@ func serveData() *fakeServe {
 
 // server is the endpoint's server, built with or without direct JSON.
 func server(es graphql.ExecutableSchema, direct bool) http.Handler {
-	o := graphQLOptions("/graphql", testLimits, nil, slog.New(slog.NewTextHandler(io.Discard, nil)), nil, nil)
+	o := graphQLOptions("/graphql", testLimits, nil, nil, slog.New(slog.NewTextHandler(io.Discard, nil)), nil, nil)
 	o.GqlgenOnly = !direct
 	return newTestEndpoint(es, o)
 }
@@ -472,7 +478,7 @@ func TestDirectJSONReportsMatchGqlgen(t *testing.T) {
 func TestDirectJSONIsUsed(t *testing.T) {
 	es := gqlpublic.NewExecutableSchema(gqlpublic.Config{Resolvers: publicData(5)})
 	var marshaled int
-	o := graphQLOptions("/graphql", testLimits, nil, slog.New(slog.NewTextHandler(io.Discard, nil)), nil, nil)
+	o := graphQLOptions("/graphql", testLimits, nil, nil, slog.New(slog.NewTextHandler(io.Discard, nil)), nil, nil)
 	o.AroundFields = func(ctx context.Context, next graphql.Resolver) (any, error) {
 		if fc := graphql.GetFieldContext(ctx); fc != nil && fc.Object == "Patient" {
 			marshaled++

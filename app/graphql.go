@@ -27,7 +27,7 @@ type GraphQLEndpoints struct {
 
 // graphQLOptions are the engine options of the GraphQL endpoint at route; meter creates its
 // operation metrics (nil: none), tp its operation spans, cache keeps its answers (nil: none).
-func graphQLOptions(route string, limits config.Limits, cache *answercache.Cache, log *slog.Logger, meter metric.Meter, tp trace.TracerProvider) graphqlserver.Options {
+func graphQLOptions(route string, limits config.Limits, cache *answercache.Cache, streams *graphqlserver.Streams, log *slog.Logger, meter metric.Meter, tp trace.TracerProvider) graphqlserver.Options {
 	timeout := limits.RequestTimeout.Duration()
 	return graphqlserver.Options{
 		Route:              route,
@@ -39,6 +39,7 @@ func graphQLOptions(route string, limits config.Limits, cache *answercache.Cache
 		RequestTimeout:  timeout,
 		TimedOut:        apierr.RequestTimedOut(timeout, context.DeadlineExceeded),
 		Cache:           cache,
+		Streams:         streams,
 		Log:             log,
 		Meter:           meter,
 		DurationBuckets: durationBuckets,
@@ -57,4 +58,14 @@ func graphQLRefusal(c *fiber.Ctx, r auth.Refusal) error {
 // restRefusal answers a request the key check refuses on a REST path: the REST error body.
 func restRefusal(c *fiber.Ctx, r auth.Refusal) error {
 	return c.Status(r.Status).JSON(apierr.NewBody(r.Code, r.Message))
+}
+
+// NewStreams is the registry of the GraphQL endpoints' live answers (contract 6.11): at most
+// LIMITS__MAX_STREAMS, a heartbeat every APP__STREAM_HEARTBEAT. The cleanup completes them.
+func NewStreams(cfg config.App, limits config.Limits, mp metric.MeterProvider) (*graphqlserver.Streams, func(), error) {
+	return graphqlserver.NewStreams(graphqlserver.StreamsConfig{
+		Max:       int(limits.MaxStreams),
+		Heartbeat: cfg.StreamHeartbeat.Duration(),
+		Meter:     mp.Meter(meterName),
+	})
 }

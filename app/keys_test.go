@@ -30,6 +30,7 @@ type keyEntry struct {
 	RatePerSecond float64  `json:"rate_per_second,omitempty"`
 	Burst         int      `json:"burst,omitempty"`
 	MaxInFlight   int      `json:"max_in_flight,omitempty"`
+	MaxStreams    int      `json:"max_streams,omitempty"`
 }
 
 // testKey is a key and its entry.

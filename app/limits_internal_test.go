@@ -90,7 +90,7 @@ var testLimits = config.Limits{QueryDepth: 15, QueryComplexity: 1000}
 func limitsServer(t *testing.T) http.Handler {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	return newTestEndpoint(gqlpublic.NewSchema(&gqlpublic.Resolver{}), graphQLOptions("/graphql", testLimits, nil, log, nil, nil))
+	return newTestEndpoint(gqlpublic.NewSchema(&gqlpublic.Resolver{}), graphQLOptions("/graphql", testLimits, nil, nil, log, nil, nil))
 }
 
 func postQuery(t *testing.T, h http.Handler, query string) gqlResult {
@@ -200,7 +200,7 @@ func TestRootFieldsLimit(t *testing.T) {
 	limits := testLimits
 	limits.MaxRootFields = 3
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	h := newTestEndpoint(gqlpublic.NewSchema(&gqlpublic.Resolver{}), graphQLOptions("/graphql", limits, nil, log, nil, nil))
+	h := newTestEndpoint(gqlpublic.NewSchema(&gqlpublic.Resolver{}), graphQLOptions("/graphql", limits, nil, nil, log, nil, nil))
 	post := func(query string, vars map[string]any) gqlResult {
 		body, _ := json.Marshal(map[string]any{"query": query, "variables": vars})
 		req := httptest.NewRequest(http.MethodPost, "/graphql", bytes.NewReader(body))

@@ -24,6 +24,7 @@ import (
 	"github.com/emsanalytics/emsquery/platform/config"
 	"github.com/emsanalytics/emsquery/platform/connlimit"
 	"github.com/emsanalytics/emsquery/platform/database"
+	"github.com/emsanalytics/emsquery/platform/graphqlserver"
 	"github.com/emsanalytics/emsquery/platform/httpbridge"
 )
 
@@ -34,6 +35,7 @@ type Server struct {
 	log     *slog.Logger
 	metrics *serviceMetrics
 	tracer  trace.TracerProvider
+	streams *graphqlserver.Streams
 }
 
 // writeBufferSize is fasthttp's buffer for writing a response: a response's head and a body of
@@ -45,7 +47,7 @@ const writeBufferSize = 64 << 10
 
 // NewServer builds the Fiber app with every route of the service. cache keeps the GraphQL
 // endpoints' answers (nil: caching off).
-func NewServer(cfg config.App, limits config.Limits, security config.Security, log *slog.Logger, db *database.DB, checker *auth.Checker, graphs GraphQLEndpoints, cache *answercache.Cache, mp metric.MeterProvider, tp trace.TracerProvider, export reports.ExportHandler) *Server {
+func NewServer(cfg config.App, limits config.Limits, security config.Security, log *slog.Logger, db *database.DB, checker *auth.Checker, graphs GraphQLEndpoints, cache *answercache.Cache, streams *graphqlserver.Streams, mp metric.MeterProvider, tp trace.TracerProvider, export reports.ExportHandler) *Server {
 	f := fiber.New(fiber.Config{
 		AppName:               "emsquery",
 		DisableStartupMessage: true,
@@ -63,8 +65,8 @@ func NewServer(cfg config.App, limits config.Limits, security config.Security, l
 	// Responses sent while shutting down say Connection: close, so a client does not send its
 	// next request on a connection that is about to close.
 	f.Server().CloseOnShutdown = true
-	s := &Server{fiber: f, cfg: cfg, log: log, metrics: newServiceMetrics(mp, log), tracer: tp}
-	s.routes(limits, security, db, checker, graphs, cache, export)
+	s := &Server{fiber: f, cfg: cfg, log: log, metrics: newServiceMetrics(mp, log), tracer: tp, streams: streams}
+	s.routes(limits, security, db, checker, graphs, cache, streams, export)
 	return s
 }
 
@@ -93,6 +95,8 @@ func (s *Server) Run(ctx context.Context) error {
 	case <-ctx.Done():
 	}
 	s.log.Info("shutting down: finishing requests in flight", "timeout", s.cfg.ShutdownTimeout.Duration().String())
+	// Live answers last until their clients leave: they end now, each with its complete event.
+	s.streams.End()
 	if err := s.fiber.ShutdownWithTimeout(s.cfg.ShutdownTimeout.Duration()); err != nil {
 		// A stop that had to cut off requests (a long export, say) is still an orderly stop:
 		// say so, and go on closing the pool and flushing.

@@ -10,6 +10,7 @@ import (
 
 var ProviderSet = wire.NewSet(
 	NewServer,
+	NewStreams,
 	wire.Struct(new(GraphQLEndpoints), "*"),
 	gqlpublic.NewSchema, wire.Struct(new(gqlpublic.Resolver), "*"),
 	gqlserve.NewSchema, wire.Struct(new(gqlserve.Resolver), "*"),

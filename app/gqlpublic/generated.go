@@ -42,6 +42,7 @@ type Config struct {
 
 type ResolverRoot interface {
 	Query() QueryResolver
+	Subscription() SubscriptionResolver
 }
 
 type DirectiveRoot struct {
@@ -135,6 +136,15 @@ type ComplexityRoot struct {
 		StationName func(childComplexity int) int
 	}
 
+	Subscription struct {
+		DistinctValues   func(childComplexity int, columns []string, startDate string, endDate string, useOr *bool, filters []*stats.Filter) int
+		RecordSeries     func(childComplexity int, startDate string, endDate string, bucket stats.TimeBucket, groupBy *string, useOr *bool, filters []*stats.Filter) int
+		RecordStats      func(childComplexity int, startDate string, endDate string, measure string, groupBy []string, bucket *stats.TimeBucket, percentiles []float64, target *float64, useOr *bool, filters []*stats.Filter) int
+		RecordsCount     func(childComplexity int, station *string) int
+		StationResources func(childComplexity int) int
+		UniqueCounts     func(childComplexity int, columns []string, startDate string, endDate string, useOr *bool, filters []*stats.Filter) int
+	}
+
 	UniqueCount struct {
 		Column func(childComplexity int) int
 		Count  func(childComplexity int) int
@@ -152,6 +162,14 @@ type QueryResolver interface {
 	StationResources(ctx context.Context) ([]*resources.StationResources, error)
 	Patients(ctx context.Context, limit *int, after *int) ([]*patients.Patient, error)
 	Oxygens(ctx context.Context, distinctFields []string, limit *int, after *int) ([]*patients.Oxygen, error)
+}
+type SubscriptionResolver interface {
+	RecordStats(ctx context.Context, startDate string, endDate string, measure string, groupBy []string, bucket *stats.TimeBucket, percentiles []float64, target *float64, useOr *bool, filters []*stats.Filter) (<-chan []*stats.MeasureStats, error)
+	RecordSeries(ctx context.Context, startDate string, endDate string, bucket stats.TimeBucket, groupBy *string, useOr *bool, filters []*stats.Filter) (<-chan []*stats.SeriesPoint, error)
+	DistinctValues(ctx context.Context, columns []string, startDate string, endDate string, useOr *bool, filters []*stats.Filter) (<-chan []*stats.DistinctValue, error)
+	UniqueCounts(ctx context.Context, columns []string, startDate string, endDate string, useOr *bool, filters []*stats.Filter) (<-chan []*stats.UniqueCount, error)
+	RecordsCount(ctx context.Context, station *string) (<-chan *stats.RecordsCount, error)
+	StationResources(ctx context.Context) (<-chan []*resources.StationResources, error)
 }
 
 type executableSchema struct {
@@ -531,6 +549,68 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.complexity.StationResources.StationName(childComplexity), true
 
+	case "Subscription.distinct_values":
+		if e.complexity.Subscription.DistinctValues == nil {
+			break
+		}
+
+		args, err := ec.field_Subscription_distinct_values_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.complexity.Subscription.DistinctValues(childComplexity, args["columns"].([]string), args["start_date"].(string), args["end_date"].(string), args["use_or"].(*bool), args["filters"].([]*stats.Filter)), true
+	case "Subscription.record_series":
+		if e.complexity.Subscription.RecordSeries == nil {
+			break
+		}
+
+		args, err := ec.field_Subscription_record_series_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.complexity.Subscription.RecordSeries(childComplexity, args["start_date"].(string), args["end_date"].(string), args["bucket"].(stats.TimeBucket), args["group_by"].(*string), args["use_or"].(*bool), args["filters"].([]*stats.Filter)), true
+	case "Subscription.record_stats":
+		if e.complexity.Subscription.RecordStats == nil {
+			break
+		}
+
+		args, err := ec.field_Subscription_record_stats_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.complexity.Subscription.RecordStats(childComplexity, args["start_date"].(string), args["end_date"].(string), args["measure"].(string), args["group_by"].([]string), args["bucket"].(*stats.TimeBucket), args["percentiles"].([]float64), args["target"].(*float64), args["use_or"].(*bool), args["filters"].([]*stats.Filter)), true
+	case "Subscription.records_count":
+		if e.complexity.Subscription.RecordsCount == nil {
+			break
+		}
+
+		args, err := ec.field_Subscription_records_count_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.complexity.Subscription.RecordsCount(childComplexity, args["station"].(*string)), true
+	case "Subscription.station_resources":
+		if e.complexity.Subscription.StationResources == nil {
+			break
+		}
+
+		return e.complexity.Subscription.StationResources(childComplexity), true
+	case "Subscription.unique_counts":
+		if e.complexity.Subscription.UniqueCounts == nil {
+			break
+		}
+
+		args, err := ec.field_Subscription_unique_counts_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.complexity.Subscription.UniqueCounts(childComplexity, args["columns"].([]string), args["start_date"].(string), args["end_date"].(string), args["use_or"].(*bool), args["filters"].([]*stats.Filter)), true
+
 	case "UniqueCount.column":
 		if e.complexity.UniqueCount.Column == nil {
 			break
@@ -592,6 +672,23 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 			}
 
 			return &response
+		}
+	case ast.Subscription:
+		next := ec._Subscription(ctx, opCtx.Operation.SelectionSet)
+
+		var buf bytes.Buffer
+		return func(ctx context.Context) *graphql.Response {
+			buf.Reset()
+			data := next(ctx)
+
+			if data == nil {
+				return nil
+			}
+			data.MarshalGQL(&buf)
+
+			return &graphql.Response{
+				Data: buf.Bytes(),
+			}
 		}
 
 	default:
@@ -778,6 +875,30 @@ type Percentile {
   "The percentile of the measured values; null when measured is 0."
   value: Float
 }
+
+extend type Subscription {
+  "record_stats, live."
+  record_stats(
+    "First day included, YYYY-MM-DD."
+    start_date: String!
+    "Last day included, YYYY-MM-DD."
+    end_date: String!
+    "A queryable column of integer or numeric type: station_id, distance, response_time_s, resource_id, age."
+    measure: String!
+    "Queryable columns to group by, at most LIMITS__MAX_COLUMNS (default 20); a column named twice counts once."
+    group_by: [String!]
+    "Also group by this bucket of occurred_at (labels as in record_series)."
+    bucket: TimeBucket
+    "Fractions from 0 to 1 (0.9 is the 90th percentile), at most 10; default [0.5, 0.9]."
+    percentiles: [Float!]
+    "A value in the measure's unit: within_target counts the measured records with measure <= target."
+    target: Float
+    "true: a record matching any filter is included; false: all filters must match."
+    use_or: Boolean = false
+    "Extra conditions, combined by use_or; the date range always applies. At most LIMITS__MAX_FILTERS (default 50)."
+    filters: [Filter!]
+  ): [MeasureStats!]!
+}
 `, BuiltIn: false},
 	{Name: "../../modules/stats/series.graphqls", Input: `extend type Query {
   """
@@ -846,6 +967,24 @@ enum TimeBucket {
   "Month of the year, 1 to 12, whatever the year."
   MONTH_OF_YEAR
 }
+
+extend type Subscription {
+  "record_series, live."
+  record_series(
+    "First day included, YYYY-MM-DD."
+    start_date: String!
+    "Last day included, YYYY-MM-DD."
+    end_date: String!
+    "How to bucket occurred_at."
+    bucket: TimeBucket!
+    "A queryable column: one point per bucket and per value of it (NULL included)."
+    group_by: String
+    "true: a record matching any filter is included; false: all filters must match."
+    use_or: Boolean = false
+    "Extra conditions, combined by use_or; the date range always applies. At most LIMITS__MAX_FILTERS (default 50)."
+    filters: [Filter!]
+  ): [SeriesPoint!]!
+}
 `, BuiltIn: false},
 	{Name: "../../modules/stats/stats.graphqls", Input: `extend type Query {
   """
@@ -913,6 +1052,39 @@ type UniqueCount {
 type RecordsCount {
   count: Int!
 }
+
+extend type Subscription {
+  "distinct_values, live."
+  distinct_values(
+    "Columns to list; at least one, at most LIMITS__MAX_COLUMNS (default 20)."
+    columns: [String!]!
+    "First day included, YYYY-MM-DD."
+    start_date: String!
+    "Last day included, YYYY-MM-DD."
+    end_date: String!
+    "true: a record matching any filter is included; false: all filters must match."
+    use_or: Boolean = false
+    "Extra conditions, combined by use_or; the date range always applies. At most LIMITS__MAX_FILTERS (default 50)."
+    filters: [Filter!]
+  ): [DistinctValue!]
+
+  "unique_counts, live."
+  unique_counts(
+    "Columns to count by; at least one, at most LIMITS__MAX_COLUMNS (default 20)."
+    columns: [String!]!
+    "First day included, YYYY-MM-DD."
+    start_date: String!
+    "Last day included, YYYY-MM-DD."
+    end_date: String!
+    "true: a record matching any filter is included; false: all filters must match."
+    use_or: Boolean = false
+    "Extra conditions, combined by use_or; the date range always applies. At most LIMITS__MAX_FILTERS (default 50)."
+    filters: [Filter!]
+  ): [UniqueCount!]
+
+  "records_count, live."
+  records_count(station: String): RecordsCount!
+}
 `, BuiltIn: false},
 	{Name: "../../modules/resources/resources.graphqls", Input: `extend type Query {
   """
@@ -973,6 +1145,11 @@ type StationResources {
 type StationResource {
   "Stable id of the resource."
   resource_id: Int!
+}
+
+extend type Subscription {
+  "station_resources, live."
+  station_resources: [StationResources!]!
 }
 `, BuiltIn: false},
 	{Name: "../../modules/patients/patients.graphqls", Input: `extend type Query {
@@ -1245,6 +1422,166 @@ func (ec *executionContext) field_Query_resources_args(ctx context.Context, rawA
 }
 
 func (ec *executionContext) field_Query_unique_counts_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "columns", ec.unmarshalNString2ᚕstringᚄ)
+	if err != nil {
+		return nil, err
+	}
+	args["columns"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "start_date", ec.unmarshalNString2string)
+	if err != nil {
+		return nil, err
+	}
+	args["start_date"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "end_date", ec.unmarshalNString2string)
+	if err != nil {
+		return nil, err
+	}
+	args["end_date"] = arg2
+	arg3, err := graphql.ProcessArgField(ctx, rawArgs, "use_or", ec.unmarshalOBoolean2ᚖbool)
+	if err != nil {
+		return nil, err
+	}
+	args["use_or"] = arg3
+	arg4, err := graphql.ProcessArgField(ctx, rawArgs, "filters", ec.unmarshalOFilter2ᚕᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋstatsᚐFilterᚄ)
+	if err != nil {
+		return nil, err
+	}
+	args["filters"] = arg4
+	return args, nil
+}
+
+func (ec *executionContext) field_Subscription_distinct_values_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "columns", ec.unmarshalNString2ᚕstringᚄ)
+	if err != nil {
+		return nil, err
+	}
+	args["columns"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "start_date", ec.unmarshalNString2string)
+	if err != nil {
+		return nil, err
+	}
+	args["start_date"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "end_date", ec.unmarshalNString2string)
+	if err != nil {
+		return nil, err
+	}
+	args["end_date"] = arg2
+	arg3, err := graphql.ProcessArgField(ctx, rawArgs, "use_or", ec.unmarshalOBoolean2ᚖbool)
+	if err != nil {
+		return nil, err
+	}
+	args["use_or"] = arg3
+	arg4, err := graphql.ProcessArgField(ctx, rawArgs, "filters", ec.unmarshalOFilter2ᚕᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋstatsᚐFilterᚄ)
+	if err != nil {
+		return nil, err
+	}
+	args["filters"] = arg4
+	return args, nil
+}
+
+func (ec *executionContext) field_Subscription_record_series_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "start_date", ec.unmarshalNString2string)
+	if err != nil {
+		return nil, err
+	}
+	args["start_date"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "end_date", ec.unmarshalNString2string)
+	if err != nil {
+		return nil, err
+	}
+	args["end_date"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "bucket", ec.unmarshalNTimeBucket2githubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋstatsᚐTimeBucket)
+	if err != nil {
+		return nil, err
+	}
+	args["bucket"] = arg2
+	arg3, err := graphql.ProcessArgField(ctx, rawArgs, "group_by", ec.unmarshalOString2ᚖstring)
+	if err != nil {
+		return nil, err
+	}
+	args["group_by"] = arg3
+	arg4, err := graphql.ProcessArgField(ctx, rawArgs, "use_or", ec.unmarshalOBoolean2ᚖbool)
+	if err != nil {
+		return nil, err
+	}
+	args["use_or"] = arg4
+	arg5, err := graphql.ProcessArgField(ctx, rawArgs, "filters", ec.unmarshalOFilter2ᚕᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋstatsᚐFilterᚄ)
+	if err != nil {
+		return nil, err
+	}
+	args["filters"] = arg5
+	return args, nil
+}
+
+func (ec *executionContext) field_Subscription_record_stats_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "start_date", ec.unmarshalNString2string)
+	if err != nil {
+		return nil, err
+	}
+	args["start_date"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "end_date", ec.unmarshalNString2string)
+	if err != nil {
+		return nil, err
+	}
+	args["end_date"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "measure", ec.unmarshalNString2string)
+	if err != nil {
+		return nil, err
+	}
+	args["measure"] = arg2
+	arg3, err := graphql.ProcessArgField(ctx, rawArgs, "group_by", ec.unmarshalOString2ᚕstringᚄ)
+	if err != nil {
+		return nil, err
+	}
+	args["group_by"] = arg3
+	arg4, err := graphql.ProcessArgField(ctx, rawArgs, "bucket", ec.unmarshalOTimeBucket2ᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋstatsᚐTimeBucket)
+	if err != nil {
+		return nil, err
+	}
+	args["bucket"] = arg4
+	arg5, err := graphql.ProcessArgField(ctx, rawArgs, "percentiles", ec.unmarshalOFloat2ᚕfloat64ᚄ)
+	if err != nil {
+		return nil, err
+	}
+	args["percentiles"] = arg5
+	arg6, err := graphql.ProcessArgField(ctx, rawArgs, "target", ec.unmarshalOFloat2ᚖfloat64)
+	if err != nil {
+		return nil, err
+	}
+	args["target"] = arg6
+	arg7, err := graphql.ProcessArgField(ctx, rawArgs, "use_or", ec.unmarshalOBoolean2ᚖbool)
+	if err != nil {
+		return nil, err
+	}
+	args["use_or"] = arg7
+	arg8, err := graphql.ProcessArgField(ctx, rawArgs, "filters", ec.unmarshalOFilter2ᚕᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋstatsᚐFilterᚄ)
+	if err != nil {
+		return nil, err
+	}
+	args["filters"] = arg8
+	return args, nil
+}
+
+func (ec *executionContext) field_Subscription_records_count_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "station", ec.unmarshalOString2ᚖstring)
+	if err != nil {
+		return nil, err
+	}
+	args["station"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Subscription_unique_counts_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
 	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "columns", ec.unmarshalNString2ᚕstringᚄ)
@@ -3119,6 +3456,298 @@ func (ec *executionContext) fieldContext_StationResources_resources(_ context.Co
 				return ec.fieldContext_StationResource_resource_id(ctx, field)
 			}
 			return nil, fmt.Errorf("no field named %q was found under type StationResource", field.Name)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Subscription_record_stats(ctx context.Context, field graphql.CollectedField) (ret func(ctx context.Context) graphql.Marshaler) {
+	return graphql.ResolveFieldStream(
+		ctx,
+		ec.OperationContext,
+		field,
+		ec.fieldContext_Subscription_record_stats,
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.resolvers.Subscription().RecordStats(ctx, fc.Args["start_date"].(string), fc.Args["end_date"].(string), fc.Args["measure"].(string), fc.Args["group_by"].([]string), fc.Args["bucket"].(*stats.TimeBucket), fc.Args["percentiles"].([]float64), fc.Args["target"].(*float64), fc.Args["use_or"].(*bool), fc.Args["filters"].([]*stats.Filter))
+		},
+		nil,
+		ec.marshalNMeasureStats2ᚕᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋstatsᚐMeasureStatsᚄ,
+		true,
+		true,
+	)
+}
+
+func (ec *executionContext) fieldContext_Subscription_record_stats(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Subscription",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			switch field.Name {
+			case "bucket":
+				return ec.fieldContext_MeasureStats_bucket(ctx, field)
+			case "group":
+				return ec.fieldContext_MeasureStats_group(ctx, field)
+			case "count":
+				return ec.fieldContext_MeasureStats_count(ctx, field)
+			case "measured":
+				return ec.fieldContext_MeasureStats_measured(ctx, field)
+			case "min":
+				return ec.fieldContext_MeasureStats_min(ctx, field)
+			case "max":
+				return ec.fieldContext_MeasureStats_max(ctx, field)
+			case "avg":
+				return ec.fieldContext_MeasureStats_avg(ctx, field)
+			case "percentiles":
+				return ec.fieldContext_MeasureStats_percentiles(ctx, field)
+			case "within_target":
+				return ec.fieldContext_MeasureStats_within_target(ctx, field)
+			case "within_target_share":
+				return ec.fieldContext_MeasureStats_within_target_share(ctx, field)
+			}
+			return nil, fmt.Errorf("no field named %q was found under type MeasureStats", field.Name)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Subscription_record_stats_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Subscription_record_series(ctx context.Context, field graphql.CollectedField) (ret func(ctx context.Context) graphql.Marshaler) {
+	return graphql.ResolveFieldStream(
+		ctx,
+		ec.OperationContext,
+		field,
+		ec.fieldContext_Subscription_record_series,
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.resolvers.Subscription().RecordSeries(ctx, fc.Args["start_date"].(string), fc.Args["end_date"].(string), fc.Args["bucket"].(stats.TimeBucket), fc.Args["group_by"].(*string), fc.Args["use_or"].(*bool), fc.Args["filters"].([]*stats.Filter))
+		},
+		nil,
+		ec.marshalNSeriesPoint2ᚕᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋstatsᚐSeriesPointᚄ,
+		true,
+		true,
+	)
+}
+
+func (ec *executionContext) fieldContext_Subscription_record_series(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Subscription",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			switch field.Name {
+			case "bucket":
+				return ec.fieldContext_SeriesPoint_bucket(ctx, field)
+			case "column":
+				return ec.fieldContext_SeriesPoint_column(ctx, field)
+			case "value":
+				return ec.fieldContext_SeriesPoint_value(ctx, field)
+			case "count":
+				return ec.fieldContext_SeriesPoint_count(ctx, field)
+			}
+			return nil, fmt.Errorf("no field named %q was found under type SeriesPoint", field.Name)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Subscription_record_series_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Subscription_distinct_values(ctx context.Context, field graphql.CollectedField) (ret func(ctx context.Context) graphql.Marshaler) {
+	return graphql.ResolveFieldStream(
+		ctx,
+		ec.OperationContext,
+		field,
+		ec.fieldContext_Subscription_distinct_values,
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.resolvers.Subscription().DistinctValues(ctx, fc.Args["columns"].([]string), fc.Args["start_date"].(string), fc.Args["end_date"].(string), fc.Args["use_or"].(*bool), fc.Args["filters"].([]*stats.Filter))
+		},
+		nil,
+		ec.marshalODistinctValue2ᚕᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋstatsᚐDistinctValueᚄ,
+		true,
+		false,
+	)
+}
+
+func (ec *executionContext) fieldContext_Subscription_distinct_values(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Subscription",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			switch field.Name {
+			case "column":
+				return ec.fieldContext_DistinctValue_column(ctx, field)
+			case "value":
+				return ec.fieldContext_DistinctValue_value(ctx, field)
+			}
+			return nil, fmt.Errorf("no field named %q was found under type DistinctValue", field.Name)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Subscription_distinct_values_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Subscription_unique_counts(ctx context.Context, field graphql.CollectedField) (ret func(ctx context.Context) graphql.Marshaler) {
+	return graphql.ResolveFieldStream(
+		ctx,
+		ec.OperationContext,
+		field,
+		ec.fieldContext_Subscription_unique_counts,
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.resolvers.Subscription().UniqueCounts(ctx, fc.Args["columns"].([]string), fc.Args["start_date"].(string), fc.Args["end_date"].(string), fc.Args["use_or"].(*bool), fc.Args["filters"].([]*stats.Filter))
+		},
+		nil,
+		ec.marshalOUniqueCount2ᚕᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋstatsᚐUniqueCountᚄ,
+		true,
+		false,
+	)
+}
+
+func (ec *executionContext) fieldContext_Subscription_unique_counts(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Subscription",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			switch field.Name {
+			case "column":
+				return ec.fieldContext_UniqueCount_column(ctx, field)
+			case "count":
+				return ec.fieldContext_UniqueCount_count(ctx, field)
+			case "value":
+				return ec.fieldContext_UniqueCount_value(ctx, field)
+			}
+			return nil, fmt.Errorf("no field named %q was found under type UniqueCount", field.Name)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Subscription_unique_counts_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Subscription_records_count(ctx context.Context, field graphql.CollectedField) (ret func(ctx context.Context) graphql.Marshaler) {
+	return graphql.ResolveFieldStream(
+		ctx,
+		ec.OperationContext,
+		field,
+		ec.fieldContext_Subscription_records_count,
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.resolvers.Subscription().RecordsCount(ctx, fc.Args["station"].(*string))
+		},
+		nil,
+		ec.marshalNRecordsCount2ᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋstatsᚐRecordsCount,
+		true,
+		true,
+	)
+}
+
+func (ec *executionContext) fieldContext_Subscription_records_count(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Subscription",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			switch field.Name {
+			case "count":
+				return ec.fieldContext_RecordsCount_count(ctx, field)
+			}
+			return nil, fmt.Errorf("no field named %q was found under type RecordsCount", field.Name)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Subscription_records_count_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Subscription_station_resources(ctx context.Context, field graphql.CollectedField) (ret func(ctx context.Context) graphql.Marshaler) {
+	return graphql.ResolveFieldStream(
+		ctx,
+		ec.OperationContext,
+		field,
+		ec.fieldContext_Subscription_station_resources,
+		func(ctx context.Context) (any, error) {
+			return ec.resolvers.Subscription().StationResources(ctx)
+		},
+		nil,
+		ec.marshalNStationResources2ᚕᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋresourcesᚐStationResourcesᚄ,
+		true,
+		true,
+	)
+}
+
+func (ec *executionContext) fieldContext_Subscription_station_resources(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Subscription",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			switch field.Name {
+			case "station_id":
+				return ec.fieldContext_StationResources_station_id(ctx, field)
+			case "station_name":
+				return ec.fieldContext_StationResources_station_name(ctx, field)
+			case "resources":
+				return ec.fieldContext_StationResources_resources(ctx, field)
+			}
+			return nil, fmt.Errorf("no field named %q was found under type StationResources", field.Name)
 		},
 	}
 	return fc, nil
@@ -5468,6 +6097,36 @@ func (ec *executionContext) _StationResources(ctx context.Context, sel ast.Selec
 	}
 
 	return out
+}
+
+var subscriptionImplementors = []string{"Subscription"}
+
+func (ec *executionContext) _Subscription(ctx context.Context, sel ast.SelectionSet) func(ctx context.Context) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, subscriptionImplementors)
+	ctx = graphql.WithFieldContext(ctx, &graphql.FieldContext{
+		Object: "Subscription",
+	})
+	if len(fields) != 1 {
+		graphql.AddErrorf(ctx, "must subscribe to exactly one stream")
+		return nil
+	}
+
+	switch fields[0].Name {
+	case "record_stats":
+		return ec._Subscription_record_stats(ctx, fields[0])
+	case "record_series":
+		return ec._Subscription_record_series(ctx, fields[0])
+	case "distinct_values":
+		return ec._Subscription_distinct_values(ctx, fields[0])
+	case "unique_counts":
+		return ec._Subscription_unique_counts(ctx, fields[0])
+	case "records_count":
+		return ec._Subscription_records_count(ctx, fields[0])
+	case "station_resources":
+		return ec._Subscription_station_resources(ctx, fields[0])
+	default:
+		panic("unknown field " + strconv.Quote(fields[0].Name))
+	}
 }
 
 var uniqueCountImplementors = []string{"UniqueCount"}

@@ -10,14 +10,29 @@ import (
 	"github.com/emsanalytics/emsquery/modules/stats"
 )
 
-// Resolver is the endpoint's root; each module contributes the Query fields of its fragment.
+// Resolver is the endpoint's root; each module contributes the Query and Subscription fields
+// of its fragments.
 type Resolver struct {
-	Stats     *stats.Resolver
-	Resources *resources.Resolver
-	Patients  *patients.Resolver
+	Stats         *stats.Resolver
+	Resources     *resources.Resolver
+	Patients      *patients.Resolver
+	StatsLive     *stats.Subscriptions
+	ResourcesLive *resources.Subscriptions
 }
 
 func (r *Resolver) Query() QueryResolver { return queryResolver{r.Stats, r.Resources, r.Patients} }
+
+func (r *Resolver) Subscription() SubscriptionResolver {
+	return subscriptionResolver{r.StatsLive, r.ResourcesLive}
+}
+
+// subscriptionResolver embeds the modules' subscription resolvers, as queryResolver does.
+type subscriptionResolver struct {
+	*stats.Subscriptions
+	*resourcesSubscriptions
+}
+
+type resourcesSubscriptions = resources.Subscriptions
 
 // queryResolver embeds every module's resolver so that their methods make up QueryResolver.
 // Embedded fields are named after their type, so all but one module's Resolver go through an

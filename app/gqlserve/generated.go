@@ -41,6 +41,7 @@ type Config struct {
 
 type ResolverRoot interface {
 	Query() QueryResolver
+	Subscription() SubscriptionResolver
 }
 
 type DirectiveRoot struct {
@@ -87,6 +88,10 @@ type ComplexityRoot struct {
 		MainReportSummary func(childComplexity int, startDate string, endDate string, filters []*stats.Filter, useOr *bool) int
 	}
 
+	Subscription struct {
+		MainReportSummary func(childComplexity int, startDate string, endDate string, filters []*stats.Filter, useOr *bool) int
+	}
+
 	ValueCount struct {
 		Count func(childComplexity int) int
 		Value func(childComplexity int) int
@@ -96,6 +101,9 @@ type ComplexityRoot struct {
 type QueryResolver interface {
 	MainReport(ctx context.Context, startDate string, endDate string, filters []*stats.Filter, useOr *bool, limit *int, offset *int) (*reports.MainReport, error)
 	MainReportSummary(ctx context.Context, startDate string, endDate string, filters []*stats.Filter, useOr *bool) (*reports.MainReportSummary, error)
+}
+type SubscriptionResolver interface {
+	MainReportSummary(ctx context.Context, startDate string, endDate string, filters []*stats.Filter, useOr *bool) (<-chan *reports.MainReportSummary, error)
 }
 
 type executableSchema struct {
@@ -299,6 +307,18 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.complexity.Query.MainReportSummary(childComplexity, args["start_date"].(string), args["end_date"].(string), args["filters"].([]*stats.Filter), args["use_or"].(*bool)), true
 
+	case "Subscription.main_report_summary":
+		if e.complexity.Subscription.MainReportSummary == nil {
+			break
+		}
+
+		args, err := ec.field_Subscription_main_report_summary_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.complexity.Subscription.MainReportSummary(childComplexity, args["start_date"].(string), args["end_date"].(string), args["filters"].([]*stats.Filter), args["use_or"].(*bool)), true
+
 	case "ValueCount.count":
 		if e.complexity.ValueCount.Count == nil {
 			break
@@ -354,6 +374,23 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 			}
 
 			return &response
+		}
+	case ast.Subscription:
+		next := ec._Subscription(ctx, opCtx.Operation.SelectionSet)
+
+		var buf bytes.Buffer
+		return func(ctx context.Context) *graphql.Response {
+			buf.Reset()
+			data := next(ctx)
+
+			if data == nil {
+				return nil
+			}
+			data.MarshalGQL(&buf)
+
+			return &graphql.Response{
+				Data: buf.Bytes(),
+			}
 		}
 
 	default:
@@ -591,6 +628,20 @@ type ValueCount {
   value: String
   count: Int!
 }
+
+extend type Subscription {
+  "main_report_summary, live."
+  main_report_summary(
+    "First day included, YYYY-MM-DD."
+    start_date: String!
+    "Last day included, YYYY-MM-DD."
+    end_date: String!
+    "Extra conditions, combined by use_or; the date range always applies. At most LIMITS__MAX_FILTERS (default 50)."
+    filters: [Filter!]
+    "true: a record matching any filter is included; false: all filters must match."
+    use_or: Boolean = false
+  ): MainReportSummary!
+}
 `, BuiltIn: false},
 }
 var parsedSchema = gqlparser.MustLoadSchema(sources...)
@@ -647,6 +698,32 @@ func (ec *executionContext) field_Query_main_report_args(ctx context.Context, ra
 }
 
 func (ec *executionContext) field_Query_main_report_summary_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "start_date", ec.unmarshalNString2string)
+	if err != nil {
+		return nil, err
+	}
+	args["start_date"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "end_date", ec.unmarshalNString2string)
+	if err != nil {
+		return nil, err
+	}
+	args["end_date"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "filters", ec.unmarshalOFilter2ᚕᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋstatsᚐFilterᚄ)
+	if err != nil {
+		return nil, err
+	}
+	args["filters"] = arg2
+	arg3, err := graphql.ProcessArgField(ctx, rawArgs, "use_or", ec.unmarshalOBoolean2ᚖbool)
+	if err != nil {
+		return nil, err
+	}
+	args["use_or"] = arg3
+	return args, nil
+}
+
+func (ec *executionContext) field_Subscription_main_report_summary_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
 	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "start_date", ec.unmarshalNString2string)
@@ -1734,6 +1811,67 @@ func (ec *executionContext) fieldContext_Query___schema(_ context.Context, field
 			}
 			return nil, fmt.Errorf("no field named %q was found under type __Schema", field.Name)
 		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Subscription_main_report_summary(ctx context.Context, field graphql.CollectedField) (ret func(ctx context.Context) graphql.Marshaler) {
+	return graphql.ResolveFieldStream(
+		ctx,
+		ec.OperationContext,
+		field,
+		ec.fieldContext_Subscription_main_report_summary,
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.resolvers.Subscription().MainReportSummary(ctx, fc.Args["start_date"].(string), fc.Args["end_date"].(string), fc.Args["filters"].([]*stats.Filter), fc.Args["use_or"].(*bool))
+		},
+		nil,
+		ec.marshalNMainReportSummary2ᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋreportsᚐMainReportSummary,
+		true,
+		true,
+	)
+}
+
+func (ec *executionContext) fieldContext_Subscription_main_report_summary(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Subscription",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			switch field.Name {
+			case "records":
+				return ec.fieldContext_MainReportSummary_records(ctx, field)
+			case "distinct_resources":
+				return ec.fieldContext_MainReportSummary_distinct_resources(ctx, field)
+			case "distinct_patients":
+				return ec.fieldContext_MainReportSummary_distinct_patients(ctx, field)
+			case "average_distance":
+				return ec.fieldContext_MainReportSummary_average_distance(ctx, field)
+			case "average_response_time_s":
+				return ec.fieldContext_MainReportSummary_average_response_time_s(ctx, field)
+			case "transported":
+				return ec.fieldContext_MainReportSummary_transported(ctx, field)
+			case "transported_share":
+				return ec.fieldContext_MainReportSummary_transported_share(ctx, field)
+			case "by_urgency":
+				return ec.fieldContext_MainReportSummary_by_urgency(ctx, field)
+			case "by_station":
+				return ec.fieldContext_MainReportSummary_by_station(ctx, field)
+			}
+			return nil, fmt.Errorf("no field named %q was found under type MainReportSummary", field.Name)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Subscription_main_report_summary_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
 	}
 	return fc, nil
 }
@@ -3583,6 +3721,26 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 	}
 
 	return out
+}
+
+var subscriptionImplementors = []string{"Subscription"}
+
+func (ec *executionContext) _Subscription(ctx context.Context, sel ast.SelectionSet) func(ctx context.Context) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, subscriptionImplementors)
+	ctx = graphql.WithFieldContext(ctx, &graphql.FieldContext{
+		Object: "Subscription",
+	})
+	if len(fields) != 1 {
+		graphql.AddErrorf(ctx, "must subscribe to exactly one stream")
+		return nil
+	}
+
+	switch fields[0].Name {
+	case "main_report_summary":
+		return ec._Subscription_main_report_summary(ctx, fields[0])
+	default:
+		panic("unknown field " + strconv.Quote(fields[0].Name))
+	}
 }
 
 var valueCountImplementors = []string{"ValueCount"}

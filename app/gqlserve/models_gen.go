@@ -4,3 +4,10 @@ package gqlserve
 
 type Query struct {
 }
+
+// Live answers (GraphQL over Server-Sent Events, graphql-sse's distinct connections mode): POST a
+// subscription with Accept: text/event-stream. The first event is the current answer; another
+// follows each time the answer changes after the data changes. Each field is its query's, with
+// the same arguments.
+type Subscription struct {
+}

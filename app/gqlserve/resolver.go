@@ -10,10 +10,17 @@ import (
 
 // Resolver is the endpoint's root.
 type Resolver struct {
-	Reports *reports.ServeResolver
+	Reports     *reports.ServeResolver
+	ReportsLive *reports.ServeSubscriptions
 }
 
 func (r *Resolver) Query() QueryResolver { return queryResolver{r.Reports} }
+
+func (r *Resolver) Subscription() SubscriptionResolver { return subscriptionResolver{r.ReportsLive} }
+
+type subscriptionResolver struct {
+	*reports.ServeSubscriptions
+}
 
 type queryResolver struct {
 	*reports.ServeResolver

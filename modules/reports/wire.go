@@ -6,4 +6,4 @@ package reports
 
 import "github.com/google/wire"
 
-var ProviderSet = wire.NewSet(NewRepository, NewServeResolver, NewLookupsResolver, NewExporter, NewExportSlots, NewExportHandler)
+var ProviderSet = wire.NewSet(NewRepository, NewServeResolver, NewServeSubscriptions, NewLookupsResolver, NewExporter, NewExportSlots, NewExportHandler)

@@ -4,4 +4,4 @@ package resources
 
 import "github.com/google/wire"
 
-var ProviderSet = wire.NewSet(NewRepository, NewResolver)
+var ProviderSet = wire.NewSet(NewRepository, NewResolver, NewSubscriptions)

@@ -139,6 +139,16 @@ func (c *Cache) Current() (Version, bool) {
 	return Version{epoch: e, ok: ok}, ok
 }
 
+// Changed is closed when the data version that is current now ends: a live answer (contract
+// 6.11) takes it before Current and computes again when it is closed. With the cache off it is
+// nil (never closed): nothing tells when the data changes.
+func (c *Cache) Changed() <-chan struct{} {
+	if c == nil {
+		return nil
+	}
+	return c.versions.changed()
+}
+
 // MaxAnswer is the size of the largest answer that may be kept (0: none), so that the GraphQL
 // path stops recording an answer past it.
 func (c *Cache) MaxAnswer() int64 {

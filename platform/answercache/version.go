@@ -47,6 +47,16 @@ type hostState struct {
 type versionState struct {
 	epoch uint64
 	read  time.Time // when the oldest of the hosts' latest polls was sent; zero before all polled
+	// changed is closed when the epoch ends (a new one starts): what live answers wait on.
+	changed chan struct{}
+}
+
+// next is s in a new epoch: s's waiters are woken.
+func (s versionState) next() versionState {
+	close(s.changed)
+	s.epoch++
+	s.changed = make(chan struct{})
+	return s
 }
 
 // Reasons for a new epoch, the emsquery.cache.invalidations counter's attribute.
@@ -59,7 +69,7 @@ const (
 // newVersions is the data version of hosts database hosts (at least 1).
 func newVersions(hosts int, staleness time.Duration, log *slog.Logger, onNew func(string)) *versions {
 	v := &versions{staleness: staleness, log: log, onNew: onNew, hosts: make([]hostState, max(hosts, 1))}
-	v.current.Store(&versionState{})
+	v.current.Store(&versionState{changed: make(chan struct{})})
 	return v
 }
 
@@ -72,6 +82,9 @@ func (v *versions) epoch() (uint64, bool) {
 	}
 	return s.epoch, true
 }
+
+// changed is closed when the current epoch ends.
+func (v *versions) changed() <-chan struct{} { return v.current.Load().changed }
 
 // age is how long ago the oldest of the hosts' latest successful polls was sent; false before
 // every host was polled once.
@@ -91,12 +104,12 @@ func (v *versions) Version(host int, read string, sent time.Time) {
 	h := &v.hosts[host]
 	switch {
 	case h.read.IsZero() && h.lastRead == "":
-		s.epoch++ // the host's first: nothing computed there before is known to be current
+		s = s.next() // the host's first: nothing computed there before is known to be current
 	case h.lost:
-		s.epoch++
+		s = s.next()
 		v.onNew(reasonReconnected)
 	case read != h.lastRead:
-		s.epoch++
+		s = s.next()
 		v.onNew(reasonDataChanged)
 	}
 	if sent.After(h.read) {
@@ -138,8 +151,7 @@ func (v *versions) anyLost() bool {
 func (v *versions) Notified() {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	s := *v.current.Load()
-	s.epoch++
+	s := v.current.Load().next()
 	v.current.Store(&s)
 	v.onNew(reasonNotified)
 	v.log.Info("cache: notification received; answers from memory dropped")

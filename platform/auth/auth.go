@@ -14,6 +14,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -47,6 +48,8 @@ type key struct {
 	// (a reload keeps it for a key of the same name; nil for AUTHENTICATION__API_KEY).
 	maxInFlight int
 	running     *atomic.Int64
+	// maxStreams bounds the key's live answers open at once (0: no bound of its own).
+	maxStreams int
 }
 
 // keySet is the keys in force. It is never changed once published: a reload builds a new one.
@@ -230,12 +233,43 @@ func (c *Checker) Require(scope Scope, refuse Refuse) fiber.Handler {
 				k.name, strconv.FormatFloat(k.rate, 'f', -1, 64), k.burst, secs)})
 		}
 		// The key's name goes with the request's context: the database shares its connections
-		// fairly between keys (platform/database).
-		ctx.SetUserContext(requestctx.WithKeyName(ctx.UserContext(), k.name))
+		// fairly between keys (platform/database); and what it was let in with, for a stream
+		// that outlasts this check.
+		g := &grant{c: c, digest: k.digest, scope: scope, maxStreams: k.maxStreams}
+		ctx.SetUserContext(requestctx.WithGrant(requestctx.WithKeyName(ctx.UserContext(), k.name), g))
 		if k.maxInFlight <= 0 || k.running == nil {
 			return ctx.Next()
 		}
-		return c.inFlight(ctx, k, refuse)
+		return c.inFlight(ctx, k, g, refuse)
+	}
+}
+
+// grant is a request's requestctx.Grant.
+type grant struct {
+	c          *Checker
+	digest     [sha256.Size]byte
+	scope      Scope
+	maxStreams int
+	leave      atomic.Pointer[func()] // ends the request's count in max_in_flight; nil when not counted
+}
+
+// InForce looks the key up by its digest in the keys in force now: removed, replaced by another
+// key of the same name, or without the scope, it is not.
+func (g *grant) InForce() bool {
+	set := g.c.keys.Load()
+	for i := range set.keys {
+		if set.keys[i].digest == g.digest {
+			return set.keys[i].scopes.has(g.scope)
+		}
+	}
+	return false
+}
+
+func (g *grant) MaxStreams() int { return g.maxStreams }
+
+func (g *grant) LeaveInFlight() {
+	if f := g.leave.Swap(nil); f != nil {
+		(*f)()
 	}
 }
 
@@ -278,7 +312,7 @@ func remoteIP(ctx *fiber.Ctx) netip.Addr {
 // inFlight runs the rest of the request as one of k's max_in_flight, or refuses it with 429
 // when that many are running. The request counts until its response has been sent: a GraphQL
 // answer may stream long after the handler returned (httpbridge.AfterBody tells when it ends).
-func (c *Checker) inFlight(ctx *fiber.Ctx, k *key, refuse Refuse) error {
+func (c *Checker) inFlight(ctx *fiber.Ctx, k *key, g *grant, refuse Refuse) error {
 	running := k.running
 	if n := running.Add(1); n > int64(k.maxInFlight) {
 		running.Add(-1)
@@ -287,14 +321,19 @@ func (c *Checker) inFlight(ctx *fiber.Ctx, k *key, refuse Refuse) error {
 			"the API key %q has %d requests running, its max_in_flight; retry after %d s, when one has ended",
 			k.name, k.maxInFlight, inFlightRetryAfter)})
 	}
+	// Given back once: when the response has been sent, or before, when the request becomes a
+	// stream (LeaveInFlight).
+	var once sync.Once
+	leave := func() { once.Do(func() { running.Add(-1) }) }
+	g.leave.Store(&leave)
 	handedOver := false
 	defer func() {
 		if !handedOver { // a panic below: the recover middleware answers
-			running.Add(-1)
+			leave()
 		}
 	}()
 	err := ctx.Next()
-	httpbridge.AfterBody(ctx, func(int64, error) { running.Add(-1) })
+	httpbridge.AfterBody(ctx, func(int64, error) { leave() })
 	handedOver = true
 	return err
 }

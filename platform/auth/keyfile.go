@@ -67,6 +67,9 @@ type Entry struct {
 	RatePerSecond float64 `json:"rate_per_second,omitempty"`
 	Burst         int     `json:"burst,omitempty"`
 	MaxInFlight   int     `json:"max_in_flight,omitempty"`
+	// MaxStreams bounds the key's live answers open at once (contract 6.11; 0 or absent: only
+	// LIMITS__MAX_STREAMS bounds them). A stream counts here, not in max_in_flight.
+	MaxStreams int `json:"max_streams,omitempty"`
 }
 
 // keyNamePattern keeps names fit for a log line and a metric attribute: no spaces, quotes or
@@ -87,7 +90,7 @@ func parseKeyFile(data []byte) ([]key, error) {
 	dec.DisallowUnknownFields()
 	var entries []Entry
 	if err := dec.Decode(&entries); err != nil {
-		return nil, fmt.Errorf("not a JSON list of {\"name\", \"sha256\", \"scopes\", \"rate_per_second\", \"burst\", \"max_in_flight\"}: %s", jsonProblem(err))
+		return nil, fmt.Errorf("not a JSON list of {\"name\", \"sha256\", \"scopes\", \"rate_per_second\", \"burst\", \"max_in_flight\", \"max_streams\"}: %s", jsonProblem(err))
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return nil, errors.New("more after the JSON list")
@@ -151,7 +154,10 @@ func (e Entry) key() (key, error) {
 	if e.MaxInFlight < 0 {
 		return key{}, errors.New("max_in_flight must be a whole number >= 0 (0: no limit)")
 	}
-	k := key{name: e.Name, scopes: scopes, rate: e.RatePerSecond, burst: e.Burst, maxInFlight: e.MaxInFlight}
+	if e.MaxStreams < 0 {
+		return key{}, errors.New("max_streams must be a whole number >= 0 (0: no limit of its own)")
+	}
+	k := key{name: e.Name, scopes: scopes, rate: e.RatePerSecond, burst: e.Burst, maxInFlight: e.MaxInFlight, maxStreams: e.MaxStreams}
 	copy(k.digest[:], raw)
 	if k.rate > 0 && k.burst == 0 {
 		k.burst = max(1, int(math.Ceil(k.rate)))

@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/ilyakaznacheev/cleanenv"
 	"github.com/joho/godotenv"
@@ -75,6 +76,9 @@ type Limits struct {
 	// connection for as long as its client reads, so without a bound a few slow downloads
 	// would take the whole pool from GraphQL. Past it an export is refused with 503.
 	MaxConcurrentExports Count `env:"LIMITS__MAX_CONCURRENT_EXPORTS" env-default:"2"`
+	// MaxStreams bounds the live answers (subscriptions over SSE) open at once, all keys
+	// together; each holds a connection and a little memory for as long as its client stays.
+	MaxStreams Count `env:"LIMITS__MAX_STREAMS" env-default:"1000"`
 }
 
 type App struct {
@@ -98,6 +102,9 @@ type App struct {
 	// that stops reading is cut off then (its connection and database work given back), while
 	// one that reads slowly but steadily is never cut.
 	WriteTimeout Seconds `env:"APP__WRITE_TIMEOUT" env-default:"60"`
+	// StreamHeartbeat is how long a live answer's stream may stay quiet: a comment line goes
+	// out then, so that proxies do not close it (at most 15 s, the contract's bound).
+	StreamHeartbeat Seconds `env:"APP__STREAM_HEARTBEAT" env-default:"15"`
 }
 
 type Database struct {
@@ -382,10 +389,14 @@ func (c *Config) validate() error {
 		"LIMITS__MAX_ROOT_FIELDS": c.Limits.MaxRootFields, "LIMITS__REQUEST_PARALLELISM": c.Limits.RequestParallelism,
 		"LIMITS__MAX_ROWS":               c.Limits.MaxRows,
 		"LIMITS__MAX_CONCURRENT_EXPORTS": c.Limits.MaxConcurrentExports,
+		"LIMITS__MAX_STREAMS":            c.Limits.MaxStreams,
 	} {
 		if v < 1 {
 			errs = append(errs, fmt.Sprintf("%s: %d; the limit must be at least 1", name, v))
 		}
+	}
+	if c.App.StreamHeartbeat.Duration() > 15*time.Second {
+		errs = append(errs, fmt.Sprintf("APP__STREAM_HEARTBEAT: %s; proxies close streams quiet for longer, so it is at most 15 s", c.App.StreamHeartbeat.Duration()))
 	}
 	if c.App.MaxConnections < 1 {
 		errs = append(errs, fmt.Sprintf("APP__MAX_CONNECTIONS: %d; the service needs at least 1 connection", c.App.MaxConnections))

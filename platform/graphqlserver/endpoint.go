@@ -17,6 +17,7 @@ import (
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"github.com/emsanalytics/emsquery/platform/answercache"
+	"github.com/emsanalytics/emsquery/platform/apierr"
 	"github.com/emsanalytics/emsquery/platform/database"
 )
 
@@ -39,6 +40,8 @@ type Endpoint struct {
 	timedOut error
 	// parallelism is LIMITS__REQUEST_PARALLELISM: the connections one request holds at once.
 	parallelism int
+	// streams carries the endpoint's live answers (live.go); nil: subscriptions refused.
+	streams *Streams
 }
 
 // Handlers are the Fiber handlers of the endpoint, auth being the key check: every response,
@@ -58,7 +61,7 @@ func cacheStatus(c *fiber.Ctx) error {
 
 func (e *Endpoint) serve(c *fiber.Ctx) error {
 	r := readRequest(c)
-	if r == nil {
+	if r == nil || e.subscribe(c, r) {
 		return nil
 	}
 	version, cacheable := e.cache.Current()
@@ -158,14 +161,7 @@ func (e *Endpoint) execute(ctx context.Context, w responseWriter, r *request) (r
 	}()
 	ctx = graphql.StartOperationTrace(ctx)
 	w.Header().Set("Content-Type", r.contentType)
-	params := &graphql.RawParams{
-		Query:         r.query,
-		OperationName: r.operation,
-		Variables:     r.variables,
-		Extensions:    r.extensions,
-		ReadTime:      graphql.TraceTiming{Start: r.readStart, End: graphql.Now()},
-	}
-	rc, errs := e.exec.CreateOperationContext(ctx, params)
+	rc, errs := e.exec.CreateOperationContext(ctx, r.params())
 	if errs != nil {
 		w.WriteHeader(statusFor(r.contentType, errs))
 		resp = e.exec.DispatchError(graphql.WithOperationContext(ctx, rc), errs)
@@ -175,6 +171,13 @@ func (e *Endpoint) execute(ctx context.Context, w responseWriter, r *request) (r
 	if r.get && rc.Operation != nil && rc.Operation.Operation != ast.Query {
 		w.WriteHeader(http.StatusNotAcceptable)
 		resp = &graphql.Response{Errors: gqlerror.List{{Message: "GET requests only allow query operations"}}}
+		writeResponse(w, resp)
+		return resp, false
+	}
+	if !r.live && rc.Operation != nil && rc.Operation.Operation == ast.Subscription {
+		w.WriteHeader(http.StatusNotAcceptable)
+		resp = &graphql.Response{Errors: gqlerror.List{{Message: "a subscription is answered as an event stream (GraphQL over SSE): POST it with Accept: text/event-stream",
+			Extensions: map[string]any{"code": string(apierr.BadUserInput)}}}}
 		writeResponse(w, resp)
 		return resp, false
 	}

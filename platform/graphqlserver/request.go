@@ -32,6 +32,8 @@ type request struct {
 	// written), so that the same values written differently are one question.
 	vars, ext []byte
 	readStart time.Time
+	// live: the request is a stream's (a subscription over SSE, live.go).
+	live bool
 }
 
 // readRequest reads the GraphQL request of c, or answers c with the refusal of one that is

@@ -51,6 +51,8 @@ type Options struct {
 	TimedOut       error
 	// Cache keeps answers (nil: caching off).
 	Cache *answercache.Cache
+	// Streams carries the live answers of subscriptions (live.go); nil: none are accepted.
+	Streams *Streams
 	// Log receives the resolver errors that clients see only as a code.
 	Log *slog.Logger
 	// Meter creates the operation-duration instrument, with DurationBuckets as its boundaries
@@ -90,7 +92,7 @@ func New(es graphql.ExecutableSchema, o Options) *Endpoint {
 	exec.SetRecoverFunc(func(ctx context.Context, p any) error {
 		return fmt.Errorf("panic in resolver: %v", p)
 	})
-	return &Endpoint{route: o.Route, exec: exec, cache: o.Cache, timeout: o.RequestTimeout, timedOut: o.TimedOut, parallelism: o.RequestParallelism}
+	return &Endpoint{route: o.Route, exec: exec, cache: o.Cache, timeout: o.RequestTimeout, timedOut: o.TimedOut, parallelism: o.RequestParallelism, streams: o.Streams}
 }
 
 // presentError maps resolver errors to the contract's codes. Errors of gqlgen's own (parse,

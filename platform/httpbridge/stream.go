@@ -43,18 +43,31 @@ func (s *stream) end(err error) {
 func SendStream(c *fiber.Ctx, r *Pipe) {
 	s := &stream{}
 	c.Locals(streamKey{}, s)
-	b := &streamBody{r: r, s: s, uncork: cork(c.Context().Conn())}
+	b := &streamBody{r: r, closeRead: r.closeRead, s: s, uncork: cork(c.Context().Conn())}
+	c.Response().SetBodyStream(b, -1)
+}
+
+// SendEvents makes r c's body, chunked, each Read sent to the client as soon as it returns:
+// an event stream (text/event-stream), whose Read blocks until the next event and returns
+// io.EOF after the last. Not corked: an event waits for nothing. fasthttp calls Close when the
+// body has been sent or the client failed; r's Read runs on the connection's goroutine, so a
+// stream costs no goroutine of its own. Ended as SendStream's bodies are (AfterBody).
+func SendEvents(c *fiber.Ctx, r io.ReadCloser) {
+	s := &stream{}
+	c.Locals(streamKey{}, s)
+	b := &streamBody{r: r, closeRead: func() { _ = r.Close() }, s: s, uncork: func() {}}
 	c.Response().SetBodyStream(b, -1)
 }
 
 // streamBody is the body stream fasthttp reads: the pipe, counted; fasthttp closes it when it
 // has sent the body or failed to, which is when the stream ends.
 type streamBody struct {
-	r      *Pipe
-	s      *stream
-	eof    bool
-	err    error
-	uncork func()
+	r         io.Reader
+	closeRead func()
+	s         *stream
+	eof       bool
+	err       error
+	uncork    func()
 }
 
 func (b *streamBody) Read(p []byte) (int, error) {
@@ -76,7 +89,7 @@ func (b *streamBody) Close() error {
 	if !b.eof && err == nil {
 		err = errClientGone // fasthttp stopped reading: its write to the client failed
 	}
-	b.r.closeRead()
+	b.closeRead()
 	// fasthttp has written the last chunk into the socket (or failed): out with it now.
 	b.uncork()
 	b.s.end(err)

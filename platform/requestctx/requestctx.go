@@ -31,3 +31,29 @@ func KeyName(ctx context.Context) string {
 	name, _ := ctx.Value(keyNameKey{}).(string)
 	return name
 }
+
+// Grant is what the key check let a request in with, for work that outlasts the check: a live
+// answer (contract 6.11) streams for hours, and its key may be revoked meanwhile.
+type Grant interface {
+	// InForce says whether the key is still in force with the request's scope (a reload of
+	// the keys file may have removed it or its scope).
+	InForce() bool
+	// MaxStreams is the key's max_streams (0: no bound of its own).
+	MaxStreams() int
+	// LeaveInFlight stops counting the request in its key's max_in_flight: a stream counts
+	// in max_streams instead, for as long as it lasts.
+	LeaveInFlight()
+}
+
+type grantKey struct{}
+
+// WithGrant returns ctx carrying the request's grant.
+func WithGrant(ctx context.Context, g Grant) context.Context {
+	return context.WithValue(ctx, grantKey{}, g)
+}
+
+// GrantOf returns the grant carried by ctx, or nil (no key check: tests, internal work).
+func GrantOf(ctx context.Context) Grant {
+	g, _ := ctx.Value(grantKey{}).(Grant)
+	return g
+}

@@ -1,0 +1,197 @@
+package graphqlserver
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/emsanalytics/emsquery/platform/answercache"
+)
+
+// feed is the live answer to one question (endpoint, document, operation, variables: the
+// answer cache's key) for every stream that carries it. Its goroutine computes the answer when
+// the first stream joins and again each time the data version changes (answercache's Changed:
+// a poll that saw a change, within CACHE__MAX_STALENESS, or a NOTIFY, at once), through the
+// answer cache (Share: a question also asked as a query in that version is computed once),
+// and publishes it only when its bytes differ from the last published. It ends when its last
+// stream leaves.
+type feed struct {
+	s    *Streams
+	e    *Endpoint
+	key  answercache.Key
+	r    *request
+	base context.Context // the first stream's values (key name, request id), never cancelled
+	stop chan struct{}   // closed when the last stream left
+	// members is guarded by s.mu.
+	members int
+
+	mu      sync.Mutex
+	body    []byte        // the answer last published (a GraphQL response)
+	event   []byte        // and its next event
+	seq     uint64        // how many answers were published
+	changed chan struct{} // closed when the next is published
+}
+
+// feedKey is a question's key.
+type feedKey = answercache.Key
+
+// join adds a stream to the feed of r's question at e, started here when it is the first.
+func (s *Streams) join(e *Endpoint, r *request, ctx context.Context) *feed {
+	k := r.key(e.route)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f := s.feeds[k]
+	if f == nil {
+		f = &feed{s: s, e: e, key: k, r: r, base: context.WithoutCancel(ctx), stop: make(chan struct{}), changed: make(chan struct{})}
+		s.feeds[k] = f
+		s.wg.Add(1)
+		go f.run()
+	}
+	f.members++
+	return f
+}
+
+// leave removes a stream from f; the last to leave stops it.
+func (s *Streams) leave(f *feed) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if f.members--; f.members == 0 {
+		delete(s.feeds, f.key)
+		close(f.stop)
+	}
+}
+
+// latest is the answer last published (its next event), its number (0: none yet), and a
+// channel closed when another is published.
+func (f *feed) latest() ([]byte, uint64, <-chan struct{}) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.event, f.seq, f.changed
+}
+
+// An answer with errors (a timeout, the database away) is computed again after a pause that
+// doubles from retryFirst to retryMax while it fails, or at the next data change if sooner: a
+// wall board does not keep an error until the next load.
+const (
+	retryFirst = 5 * time.Second
+	retryMax   = 5 * time.Minute
+)
+
+func (f *feed) run() {
+	defer f.s.wg.Done()
+	cache := f.e.cache
+	var retry time.Duration
+	for {
+		// Taken before the version is read: a change after the read closes it.
+		changed := cache.Changed()
+		v, _ := cache.Current()
+		body, failed := f.compute(v)
+		f.publish(body)
+		var (
+			again <-chan time.Time
+			t     *time.Timer
+		)
+		if failed {
+			retry = min(max(retry*2, retryFirst), retryMax)
+			t = time.NewTimer(retry)
+			again = t.C
+		} else {
+			retry = 0
+		}
+		ended := false
+		select {
+		case <-changed:
+		case <-again:
+		case <-f.stop:
+			ended = true
+		case <-f.s.closing:
+			ended = true
+		}
+		if t != nil {
+			t.Stop()
+		}
+		if ended {
+			return
+		}
+	}
+}
+
+// compute answers the question in version v; failed when the answer has errors (it is
+// published all the same: it is the answer now).
+func (f *feed) compute(v answercache.Version) (body []byte, failed bool) {
+	e := f.e
+	ctx, cancel := context.WithCancel(f.base)
+	defer cancel()
+	if e.timeout > 0 {
+		// The request timeout bounds each computation, not the stream.
+		var stop context.CancelFunc
+		ctx, stop = context.WithTimeoutCause(ctx, e.timeout, e.timedOut)
+		defer stop()
+	}
+	run := func() []byte {
+		w := &bufferWriter{header: http.Header{}}
+		resp, ok := e.execute(ctx, w, f.r)
+		f.s.metrics.recomputed(e.route)
+		failed = !ok || resp == nil || len(resp.Errors) > 0
+		return w.body
+	}
+	a, mine := e.cache.Share(f.key, v, func() *answercache.Answer {
+		b := run()
+		if failed {
+			body = b
+			return nil
+		}
+		return &answercache.Answer{Status: http.StatusOK, Body: b}
+	})
+	switch {
+	case a != nil:
+		return a.Body, false
+	case mine:
+		return body, true
+	default: // another computation, not shareable
+		return run(), failed
+	}
+}
+
+// publish makes body the answer, unless it is the one published last.
+func (f *feed) publish(body []byte) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.seq > 0 && bytes.Equal(body, f.body) {
+		return
+	}
+	f.body, f.event = body, nextEvent(body)
+	f.seq++
+	close(f.changed)
+	f.changed = make(chan struct{})
+}
+
+// bufferWriter is the responseWriter a feed's answer is computed into: held whole (a
+// subscription's answer is a dashboard's, never a whole table).
+type bufferWriter struct {
+	header http.Header
+	status int
+	body   []byte
+}
+
+func (w *bufferWriter) Header() http.Header { return w.header }
+
+func (w *bufferWriter) WriteHeader(status int) {
+	if w.status == 0 {
+		w.status = status
+	}
+}
+
+func (w *bufferWriter) Write(p []byte) (int, error) {
+	w.body = append(w.body, p...)
+	return len(p), nil
+}
+
+func (w *bufferWriter) Reset() bool {
+	w.body, w.status = w.body[:0], 0
+	return true
+}
+
+func (w *bufferWriter) Fail(error) {}

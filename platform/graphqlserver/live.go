@@ -1,0 +1,386 @@
+package graphqlserver
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/99designs/gqlgen/graphql"
+	"github.com/gofiber/fiber/v2"
+	"github.com/vektah/gqlparser/v2/ast"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/metric/noop"
+
+	"github.com/emsanalytics/emsquery/platform/answercache"
+	"github.com/emsanalytics/emsquery/platform/apierr"
+	"github.com/emsanalytics/emsquery/platform/httpbridge"
+	"github.com/emsanalytics/emsquery/platform/requestctx"
+)
+
+// Live answers (contract 6.11): a subscription is the same question as its query, answered
+// again each time the data changes, over Server-Sent Events in the graphql-sse protocol's
+// "distinct connections" mode. A POST with text/event-stream among its Accept values whose
+// operation is a subscription becomes a stream (every other request is answered as before,
+// JSON included); its events are
+//
+//	event: next        data: {"data": ...} (or {"errors": [...]}), the answer when it changed
+//	: (a comment)      at least every APP__STREAM_HEARTBEAT, so that proxies keep a quiet stream
+//	event: complete    at the end: the service stopping, or the key revoked (after a next with
+//	                   the error)
+//
+// The answers are computed by a feed per question (feed.go), once per data version however many
+// streams carry it, and sent only when they differ from the last sent. gqlgen's transport.SSE
+// is not used: it is net/http's, computes per stream, and knows none of the bounds here.
+
+// Streams are the live answers of every endpoint: their bounds (LIMITS__MAX_STREAMS, and each
+// key's max_streams), their heartbeat, their feeds, and their end when the service stops. A nil
+// Streams refuses every subscription.
+type Streams struct {
+	max       int
+	heartbeat time.Duration
+	// closing is closed by End: every stream completes.
+	closing chan struct{}
+	endOnce sync.Once
+
+	mu     sync.Mutex
+	open   int
+	perKey map[string]int
+	feeds  map[feedKey]*feed
+	wg     sync.WaitGroup // the feeds' goroutines
+
+	metrics streamMetrics
+}
+
+// StreamsConfig are the streams' settings.
+type StreamsConfig struct {
+	// Max is LIMITS__MAX_STREAMS: the streams open at once, all keys together.
+	Max int
+	// Heartbeat is APP__STREAM_HEARTBEAT: a comment line goes out on a stream quiet for this
+	// long (contract: at most 15 s).
+	Heartbeat time.Duration
+	// Meter creates the streams' instruments (nil: none).
+	Meter metric.Meter
+}
+
+// NewStreams makes the streams' registry; the cleanup ends every stream (End) and waits for
+// their feeds.
+func NewStreams(cfg StreamsConfig) (*Streams, func(), error) {
+	s := &Streams{
+		max:       cfg.Max,
+		heartbeat: cfg.Heartbeat,
+		closing:   make(chan struct{}),
+		perKey:    map[string]int{},
+		feeds:     map[feedKey]*feed{},
+	}
+	if err := s.metrics.init(cfg.Meter); err != nil {
+		return nil, nil, err
+	}
+	return s, func() {
+		s.End()
+		s.wg.Wait()
+	}, nil
+}
+
+// End completes every stream (each sends `complete` and ends) and refuses new ones: the first
+// step of a stop, so that the server's graceful shutdown finds the streams ending.
+func (s *Streams) End() {
+	if s == nil {
+		return
+	}
+	s.endOnce.Do(func() { close(s.closing) })
+}
+
+// errStreams is why a stream was refused: status, code, message.
+type errStreams struct {
+	status  int
+	code    apierr.Code
+	message string
+}
+
+// admit counts a new stream of key (its max_streams: 0, none of its own), or says why not.
+func (s *Streams) admit(key string, maxOfKey int) *errStreams {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	select {
+	case <-s.closing:
+		return &errStreams{http.StatusServiceUnavailable, apierr.ServiceUnavailable, "the service is stopping; open the stream again in a moment"}
+	default:
+	}
+	if s.open >= s.max {
+		return &errStreams{http.StatusTooManyRequests, apierr.RateLimited, fmt.Sprintf(
+			"%d live answers are open, the service's bound (LIMITS__MAX_STREAMS); retry when one has ended", s.max)}
+	}
+	if maxOfKey > 0 && s.perKey[key] >= maxOfKey {
+		return &errStreams{http.StatusTooManyRequests, apierr.RateLimited, fmt.Sprintf(
+			"the API key %q has %d live answers open, its max_streams; retry when one has ended", key, maxOfKey)}
+	}
+	s.open++
+	s.perKey[key]++
+	return nil
+}
+
+func (s *Streams) release(key string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.open--
+	if s.perKey[key]--; s.perKey[key] <= 0 {
+		delete(s.perKey, key)
+	}
+}
+
+// subscribe answers r with a stream when it asks for one: a POST accepting text/event-stream
+// whose operation is a subscription. false: r is answered as any other request (a query, or a
+// document that does not validate, which gets its errors as a query would).
+func (e *Endpoint) subscribe(c *fiber.Ctx, r *request) bool {
+	if r.get || !acceptsEvents(r.accept) {
+		return false
+	}
+	ctx := c.UserContext()
+	rc, errs := e.exec.CreateOperationContext(graphql.StartOperationTrace(ctx), r.params())
+	if errs != nil || rc.Operation == nil || rc.Operation.Operation != ast.Subscription {
+		return false
+	}
+	s := e.streams
+	if s == nil || e.cache == nil {
+		// Without the cache nothing tells when the data changed.
+		e.refuseStream(c, &errStreams{http.StatusServiceUnavailable, apierr.ServiceUnavailable,
+			"live answers need the answer cache (CACHE__ENABLED=true), which tells when the data changed"})
+		return true
+	}
+	keyName := requestctx.KeyName(ctx)
+	grant := requestctx.GrantOf(ctx)
+	maxOfKey := 0
+	if grant != nil {
+		maxOfKey = grant.MaxStreams()
+	}
+	if refusal := s.admit(keyName, maxOfKey); refusal != nil {
+		e.refuseStream(c, refusal)
+		return true
+	}
+	if grant != nil {
+		grant.LeaveInFlight()
+	}
+	r.live = true
+	f := s.join(e, r, ctx)
+	st := &stream{s: s, f: f, grant: grant, keyName: keyName, route: e.route}
+	s.metrics.opened(e.route)
+	h := &c.Response().Header
+	h.SetContentType("text/event-stream")
+	h.Set(fiber.HeaderCacheControl, "no-cache")
+	// nginx buffers responses unless told not to; a live answer must not wait in a proxy.
+	h.Set("X-Accel-Buffering", "no")
+	c.Set(answercache.HeaderCacheStatus, answercache.StatusBypass)
+	httpbridge.SendEvents(c, st)
+	return true
+}
+
+// refuseStream answers a subscription that cannot be a stream now with an errors body.
+func (e *Endpoint) refuseStream(c *fiber.Ctx, r *errStreams) {
+	if r.status == http.StatusTooManyRequests {
+		c.Set(fiber.HeaderRetryAfter, "1")
+	}
+	c.Status(r.status)
+	_ = c.JSON(fiber.Map{"errors": []fiber.Map{{"message": r.message, "extensions": fiber.Map{"code": r.code}}}})
+}
+
+// acceptsEvents says whether an Accept header lists text/event-stream.
+func acceptsEvents(accept string) bool {
+	for _, part := range strings.Split(accept, ",") {
+		if mediaType, _, err := mime.ParseMediaType(strings.TrimSpace(part)); err == nil && mediaType == mimeEvents {
+			return true
+		}
+	}
+	return false
+}
+
+const mimeEvents = "text/event-stream"
+
+// params are r's parameters for gqlgen's executor.
+func (r *request) params() *graphql.RawParams {
+	return &graphql.RawParams{
+		Query:         r.query,
+		OperationName: r.operation,
+		Variables:     r.variables,
+		Extensions:    r.extensions,
+		ReadTime:      graphql.TraceTiming{Start: r.readStart, End: graphql.Now()},
+	}
+}
+
+// stream is one client's live answer: the body fasthttp reads (on the connection's goroutine)
+// until it ends. Read blocks until there is something to send.
+type stream struct {
+	s       *Streams
+	f       *feed
+	grant   requestctx.Grant
+	keyName string
+	route   string
+
+	pending  []byte // what Read has still to hand out
+	sent     uint64 // the feed's answer last sent (its seq; 0: none yet)
+	lastSend time.Time
+	done     bool // the last event is pending: EOF after it
+	timer    *time.Timer
+	closed   sync.Once
+}
+
+// keyCheckEvery is how often a stream looks whether its key is still in force: a revoked key's
+// streams end within this, and the keys file's poll interval, of the revocation (contract: 5 s).
+const keyCheckEvery = time.Second
+
+var (
+	eventComplete = []byte("event: complete\ndata:\n\n")
+	eventComment  = []byte(":\n\n")
+)
+
+func (st *stream) Read(p []byte) (int, error) {
+	for len(st.pending) == 0 {
+		if st.done {
+			return 0, io.EOF
+		}
+		st.next()
+	}
+	n := copy(p, st.pending)
+	st.pending = st.pending[n:]
+	return n, nil
+}
+
+// next waits for the next event and makes it pending.
+func (st *stream) next() {
+	for {
+		select {
+		case <-st.s.closing:
+			st.pending, st.done = eventComplete, true
+			return
+		default:
+		}
+		answer, seq, changed := st.f.latest()
+		if seq != st.sent {
+			st.sent = seq
+			st.pending = answer
+			st.lastSend = time.Now()
+			st.s.metrics.pushed(st.route)
+			return
+		}
+		now := time.Now()
+		if st.grant != nil && !st.grant.InForce() {
+			st.pending = append(nextEvent(revokedAnswer), eventComplete...)
+			st.done = true
+			return
+		}
+		if st.lastSend.IsZero() {
+			st.lastSend = now // the feed's first answer is still being computed
+		}
+		if wait := st.s.heartbeat - now.Sub(st.lastSend); wait <= 0 {
+			st.pending = eventComment
+			st.lastSend = now
+			return
+		}
+		wait := min(keyCheckEvery, st.s.heartbeat-now.Sub(st.lastSend))
+		if st.timer == nil {
+			st.timer = time.NewTimer(wait)
+		} else {
+			st.timer.Reset(wait)
+		}
+		select {
+		case <-st.s.closing:
+		case <-changed:
+		case <-st.timer.C:
+		}
+		st.timer.Stop()
+	}
+}
+
+// Close is fasthttp's: the body was sent or the client failed.
+func (st *stream) Close() error {
+	st.closed.Do(func() {
+		if st.timer != nil {
+			st.timer.Stop()
+		}
+		st.s.leave(st.f)
+		st.s.release(st.keyName)
+		st.s.metrics.closed(st.route)
+	})
+	return nil
+}
+
+// revokedAnswer is the last answer of a stream whose key is no longer in force.
+var revokedAnswer = []byte(`{"errors":[{"message":"the API key of this stream is no longer in force (the keys file changed)","extensions":{"code":"` + string(apierr.Unauthenticated) + `"}}]}`)
+
+// nextEvent is a next event carrying response, a JSON object on one line.
+func nextEvent(response []byte) []byte {
+	b := make([]byte, 0, len(response)+len("event: next\ndata: \n\n"))
+	b = append(b, "event: next\ndata: "...)
+	b = append(b, response...)
+	return append(b, "\n\n"...)
+}
+
+// streamMetrics are the streams' instruments: open streams, answers pushed, and the feeds'
+// computations, by endpoint.
+type streamMetrics struct {
+	pushes, recomputations metric.Int64Counter
+	openByRoute            metric.Int64UpDownCounter
+	attrs                  sync.Map // route -> metric.MeasurementOption
+}
+
+func (m *streamMetrics) init(meter metric.Meter) error {
+	if meter == nil {
+		meter = noop.Meter{}
+	}
+	var err error
+	if m.pushes, err = meter.Int64Counter("emsquery.streams.pushes",
+		metric.WithDescription("Answers sent on live-answer streams (events next), by endpoint."), metric.WithUnit("{event}")); err != nil {
+		return fmt.Errorf("stream metrics: %w", err)
+	}
+	if m.recomputations, err = meter.Int64Counter("emsquery.streams.recomputations",
+		metric.WithDescription("Answers the live-answer feeds computed (one per question and data change, however many streams carry it), by endpoint."), metric.WithUnit("{answer}")); err != nil {
+		return fmt.Errorf("stream metrics: %w", err)
+	}
+	if m.openByRoute, err = meter.Int64UpDownCounter("emsquery.streams.open",
+		metric.WithDescription("Live-answer streams open (at most LIMITS__MAX_STREAMS), by endpoint."), metric.WithUnit("{stream}")); err != nil {
+		return fmt.Errorf("stream metrics: %w", err)
+	}
+	return nil
+}
+
+func (m *streamMetrics) attr(route string) metric.MeasurementOption {
+	if a, ok := m.attrs.Load(route); ok {
+		return a.(metric.MeasurementOption)
+	}
+	a, _ := m.attrs.LoadOrStore(route, metric.WithAttributeSet(attribute.NewSet(attribute.String("http.route", route))))
+	return a.(metric.MeasurementOption)
+}
+
+func (m *streamMetrics) opened(route string) {
+	m.openByRoute.Add(context.Background(), 1, m.attr(route))
+}
+
+func (m *streamMetrics) closed(route string) {
+	m.openByRoute.Add(context.Background(), -1, m.attr(route))
+}
+
+func (m *streamMetrics) pushed(route string) {
+	m.pushes.Add(context.Background(), 1, m.attr(route))
+}
+
+func (m *streamMetrics) recomputed(route string) {
+	m.recomputations.Add(context.Background(), 1, m.attr(route))
+}
+
+// Live is a subscription resolver's answer: the value its query's resolver returned (or its
+// error), as the one-value channel gqlgen's subscription execution reads. The stream's feed
+// runs the operation again at each data change (feed.go); each run is one answer.
+func Live[T any](v T, err error) (<-chan T, error) {
+	if err != nil {
+		return nil, err
+	}
+	ch := make(chan T, 1)
+	ch <- v
+	close(ch)
+	return ch, nil
+}
