@@ -431,7 +431,8 @@ func TestLiveShutdown(t *testing.T) {
 }
 
 // TestLiveProtocol: what is and is not a stream. A query accepting text/event-stream among
-// other types gets JSON; a subscription without it is refused (406); a document that does not
+// other types gets JSON; a subscription without it is refused (406); one whose arguments its
+// resolver refuses gets its errors and complete; a document that does not
 // validate is refused as a query is; the Subscription fields are exactly the contract's, each
 // with its query's arguments; without the answer cache, streams are refused (503).
 func TestLiveProtocol(t *testing.T) {
@@ -459,6 +460,20 @@ func TestLiveProtocol(t *testing.T) {
 	s, body = subscribe(t, svc, "/graphql", `subscription { a: records_count { count } b: station_resources { station_id } }`, svc.Key)
 	if s.resp.StatusCode != http.StatusBadRequest {
 		t.Errorf("a subscription of two fields: HTTP %d %s", s.resp.StatusCode, body)
+	}
+	// A question no data change can mend (an unknown column): its errors, then complete.
+	s, body = subscribe(t, svc, "/graphql", `subscription { distinct_values(columns: ["nope"], start_date: "2024-01-01", end_date: "2024-12-31") { value } }`, svc.Key)
+	if body != nil {
+		t.Fatalf("a subscription whose resolver refuses its arguments: HTTP %d %s", s.resp.StatusCode, body)
+	}
+	if ev, _, ok := s.next(10 * time.Second); !ok || ev.name != "next" || !strings.Contains(ev.data, `"BAD_USER_INPUT"`) {
+		t.Errorf("an unknown column: %v %q %s; want a next with BAD_USER_INPUT", ok, ev.name, ev.data)
+	}
+	if ev, _, ok := s.next(5 * time.Second); !ok || ev.name != "complete" {
+		t.Errorf("an unknown column: then %v %q; want complete", ok, ev.name)
+	}
+	if err, ok := s.endedWithin(5 * time.Second); !ok || err != io.EOF {
+		t.Errorf("an unknown column: body ended %v (%v)", ok, err)
 	}
 
 	const fields = `{ __schema { queryType { fields { name args { name type { kind name ofType { kind name ofType { kind name ofType { kind name } } } } defaultValue } type { kind name ofType { kind name ofType { kind name ofType { kind name } } } } } }

@@ -7,7 +7,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/99designs/gqlgen/graphql/errcode"
+	"github.com/vektah/gqlparser/v2/gqlerror"
+
 	"github.com/emsanalytics/emsquery/platform/answercache"
+	"github.com/emsanalytics/emsquery/platform/apierr"
 )
 
 // feed is the live answer to one question (endpoint, document, operation, variables: the
@@ -31,6 +35,7 @@ type feed struct {
 	body    []byte        // the answer last published (a GraphQL response)
 	event   []byte        // and its next event
 	seq     uint64        // how many answers were published
+	final   bool          // the last answer: the question itself is wrong (see compute)
 	changed chan struct{} // closed when the next is published
 }
 
@@ -65,10 +70,11 @@ func (s *Streams) leave(f *feed) {
 
 // latest is the answer last published (its next event), its number (0: none yet), and a
 // channel closed when another is published.
-func (f *feed) latest() ([]byte, uint64, <-chan struct{}) {
+// final says the stream ends after that answer.
+func (f *feed) latest() (event []byte, seq uint64, final bool, changed <-chan struct{}) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.event, f.seq, f.changed
+	return f.event, f.seq, f.final, f.changed
 }
 
 // An answer with errors (a timeout, the database away) is computed again after a pause that
@@ -87,8 +93,11 @@ func (f *feed) run() {
 		// Taken before the version is read: a change after the read closes it.
 		changed := cache.Changed()
 		v, _ := cache.Current()
-		body, failed := f.compute(v)
-		f.publish(body)
+		body, failed, final := f.compute(v)
+		f.publish(body, final)
+		if final {
+			return
+		}
 		var (
 			again <-chan time.Time
 			t     *time.Timer
@@ -119,8 +128,10 @@ func (f *feed) run() {
 }
 
 // compute answers the question in version v; failed when the answer has errors (it is
-// published all the same: it is the answer now).
-func (f *feed) compute(v answercache.Version) (body []byte, failed bool) {
+// published all the same: it is the answer now), final when they are the question's own
+// (BAD_USER_INPUT: an unknown column, a bad date), which no data change mends: the streams end
+// after it, as graphql-sse ends an operation that cannot run (next with the errors, complete).
+func (f *feed) compute(v answercache.Version) (body []byte, failed, final bool) {
 	e := f.e
 	ctx, cancel := context.WithCancel(f.base)
 	defer cancel()
@@ -135,6 +146,7 @@ func (f *feed) compute(v answercache.Version) (body []byte, failed bool) {
 		resp, ok := e.execute(ctx, w, f.r)
 		f.s.metrics.recomputed(e.route)
 		failed = !ok || resp == nil || len(resp.Errors) > 0
+		final = failed && resp != nil && len(resp.Errors) > 0 && questionsFault(resp.Errors)
 		return w.body
 	}
 	a, mine := e.cache.Share(f.key, v, func() *answercache.Answer {
@@ -147,21 +159,32 @@ func (f *feed) compute(v answercache.Version) (body []byte, failed bool) {
 	})
 	switch {
 	case a != nil:
-		return a.Body, false
+		return a.Body, false, false
 	case mine:
-		return body, true
+		return body, true, final
 	default: // another computation, not shareable
-		return run(), failed
+		return run(), failed, final
 	}
 }
 
-// publish makes body the answer, unless it is the one published last.
-func (f *feed) publish(body []byte) {
+// questionsFault says whether every error is the question's own fault.
+func questionsFault(errs gqlerror.List) bool {
+	for _, err := range errs {
+		if code, _ := err.Extensions["code"].(string); code != string(apierr.BadUserInput) && code != errcode.ValidationFailed && code != errcode.ParseFailed {
+			return false
+		}
+	}
+	return true
+}
+
+// publish makes body the answer, unless it is the one published last; final: the last.
+func (f *feed) publish(body []byte, final bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.seq > 0 && bytes.Equal(body, f.body) {
+	if f.seq > 0 && bytes.Equal(body, f.body) && !final {
 		return
 	}
+	f.final = final
 	f.body, f.event = body, nextEvent(body)
 	f.seq++
 	close(f.changed)

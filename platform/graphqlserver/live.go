@@ -166,7 +166,8 @@ func (e *Endpoint) subscribe(c *fiber.Ctx, r *request) bool {
 	if grant != nil {
 		grant.LeaveInFlight()
 	}
-	r.live = true
+	// A stream's answer does not depend on how the client wrote Accept: one feed per question.
+	r.live, r.accept = true, mimeEvents
 	f := s.join(e, r, ctx)
 	st := &stream{s: s, f: f, grant: grant, keyName: keyName, route: e.route}
 	s.metrics.opened(e.route)
@@ -259,10 +260,14 @@ func (st *stream) next() {
 			return
 		default:
 		}
-		answer, seq, changed := st.f.latest()
+		answer, seq, final, changed := st.f.latest()
 		if seq != st.sent {
 			st.sent = seq
 			st.pending = answer
+			if final {
+				st.pending = append(append([]byte(nil), answer...), eventComplete...)
+				st.done = true
+			}
 			st.lastSend = time.Now()
 			st.s.metrics.pushed(st.route)
 			return
