@@ -495,7 +495,7 @@ func TestAPIKeysFileMalformed(t *testing.T) {
 func TestKeyNewCommand(t *testing.T) {
 	t.Parallel()
 	bin := servicetest.Binary(t)
-	cmd := exec.Command(bin, "key", "new", "--name", "reporting-client", "--scopes", "serve,export", "--rate", "5", "--max-in-flight", "3")
+	cmd := exec.Command(bin, "key", "new", "--name", "reporting-client", "--scopes", "serve,export", "--rate", "5", "--max-in-flight", "3", "--max-streams", "4")
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
@@ -515,7 +515,7 @@ func TestKeyNewCommand(t *testing.T) {
 	if err := dec.Decode(&e); err != nil {
 		t.Fatalf("entry %q: %v", lines[1], err)
 	}
-	if e.Name != "reporting-client" || e.SHA256 != sha256Hex(secret) || strings.Join(e.Scopes, ",") != "serve,export" || e.RatePerSecond != 5 || e.MaxInFlight != 3 {
+	if e.Name != "reporting-client" || e.SHA256 != sha256Hex(secret) || strings.Join(e.Scopes, ",") != "serve,export" || e.RatePerSecond != 5 || e.MaxInFlight != 3 || e.MaxStreams != 4 {
 		t.Errorf("entry %+v does not describe the key", e)
 	}
 	if strings.Contains(lines[1], secret) || strings.Contains(stderr.String(), secret) {
@@ -533,6 +533,7 @@ func TestKeyNewCommand(t *testing.T) {
 		{"key", "new", "--name", "has space", "--scopes", "serve"}, // bad name
 		{"key", "new", "--name", "default", "--scopes", "serve"},   // reserved
 		{"key", "new", "--name", "x", "--scopes", "serve", "--max-in-flight", "-1"},
+		{"key", "new", "--name", "x", "--scopes", "serve", "--max-streams", "-1"},
 		{"key"},
 	} {
 		c := exec.Command(bin, args...)

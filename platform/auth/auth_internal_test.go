@@ -53,6 +53,7 @@ func TestParseKeyFileErrorsShowNoHash(t *testing.T) {
 		"duplicate key":          {`[{"name":"a","sha256":"` + h + `","scopes":["graphql"]},{"name":"b","sha256":"` + h + `","scopes":["graphql"]}]`, "entry 1 (b): the same key as a"},
 		"negative rate":          {`[{"name":"a","sha256":"` + h + `","scopes":["graphql"],"rate_per_second":-1}]`, "rate_per_second"},
 		"negative max_in_flight": {`[{"name":"a","sha256":"` + h + `","scopes":["graphql"],"max_in_flight":-1}]`, "max_in_flight must be"},
+		"negative max_streams":   {`[{"name":"a","sha256":"` + h + `","scopes":["graphql"],"max_streams":-1}]`, "max_streams must be"},
 		"burst, no rate":         {`[{"name":"a","sha256":"` + h + `","scopes":["graphql"],"burst":3}]`, "burst is set without"},
 		"trailing things":        {`[] []`, "more after"},
 	} {

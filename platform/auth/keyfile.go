@@ -194,10 +194,10 @@ func ParseScopes(list string) ([]Scope, error) {
 	return out, nil
 }
 
-// NewKey makes a new random key (256 bits, as 64 hex characters) and its file entry. The key
-// is shown once to the operator; only the entry, with its SHA-256, goes into the file.
-func NewKey(name string, scopes []Scope, ratePerSecond float64, burst, maxInFlight int) (string, Entry, error) {
-	e := Entry{Name: name, Scopes: scopes, RatePerSecond: ratePerSecond, Burst: burst, MaxInFlight: maxInFlight}
+// NewKey makes a new random key (256 bits, as 64 hex characters) and the file entry e with its
+// SHA-256 filled in (e's other fields as the operator chose them). The key is shown once to the
+// operator; only the entry goes into the file.
+func NewKey(e Entry) (string, Entry, error) {
 	b := make([]byte, 32)
 	if _, err := rand.Read(b); err != nil {
 		return "", Entry{}, fmt.Errorf("random key: %w", err)
