@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"path/filepath"
 	"slices"
@@ -518,3 +520,63 @@ func TestLiveProtocol(t *testing.T) {
 }
 
 func sorted(s []string) []string { return slices.Sorted(slices.Values(s)) }
+
+// TestLiveSlowReaderDropped: a stream whose client stops reading is dropped as any slow reader
+// is (APP__WRITE_TIMEOUT), its place freed, while another stream of the same question keeps
+// getting every answer. The answer is large (an hourly series over five years, about 2 MB), so
+// that a few changes fill the socket's buffers.
+func TestLiveSlowReaderDropped(t *testing.T) {
+	t.Parallel()
+	db := servicetest.FixtureDB(t)
+	pool := db.Pool(t)
+	env, target, _ := prometheusEnv(t, 0)
+	env["CACHE__MAX_STALENESS"] = "3600"
+	env["APP__WRITE_TIMEOUT"] = "1"
+	env["APP__STREAM_HEARTBEAT"] = "1"
+	svc := servicetest.Start(t, db, env)
+	waitCacheLive(t, svc)
+	const series = `subscription { record_series(start_date: "2020-01-01", end_date: "2024-12-31", bucket: HOUR) { bucket count } }`
+
+	d := smallReceiveBuffer(&net.Dialer{})
+	c, err := d.Dial("tcp", strings.TrimPrefix(svc.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	body, _ := json.Marshal(map[string]string{"query": series})
+	fmt.Fprintf(c, "POST /graphql HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nAccept: text/event-stream\r\n%s: %s\r\nContent-Length: %d\r\n\r\n%s", svc.Header, svc.Key, len(body), body)
+	// Never read from c again.
+
+	reader, refused := subscribe(t, svc, "/graphql", series, svc.Key)
+	if refused != nil {
+		t.Fatalf("refused: HTTP %d %s", reader.resp.StatusCode, refused)
+	}
+	if _, _, ok := reader.next(30 * time.Second); !ok {
+		t.Fatal("no first answer")
+	}
+	servicetest.WaitFor(t, 10*time.Second, "two streams open", func() bool {
+		return scrapeValue(t, target, "emsquery_streams_open") == 2
+	})
+	for change := 1; scrapeValue(t, target, "emsquery_streams_open") == 2; change++ {
+		if change > 20 {
+			t.Fatal("the stream that does not read is still open after 20 answers")
+		}
+		if _, err := pool.Exec(context.Background(), `INSERT INTO fact_record (record_id, occurred_at, station_id, station) VALUES ($1, timestamp '2021-01-01' + $2 * interval '1 hour', 2, 'North Harbour')`, 950000+change, change); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := pool.Exec(context.Background(), `NOTIFY emsquery_refresh`); err != nil {
+			t.Fatal(err)
+		}
+		ev, _, ok := reader.next(30 * time.Second)
+		if !ok || ev.name != "next" || strings.Contains(ev.data, `"errors"`) {
+			t.Fatalf("change %d: the reading stream got %v %q %.200s", change, ok, ev.name, ev.data)
+		}
+		time.Sleep(1500 * time.Millisecond) // a write timeout
+	}
+	if _, ok := closedWithin(c, 5*time.Second); !ok {
+		t.Error("the connection of the stream dropped is still open")
+	}
+	if _, ok := reader.endedWithin(time.Second); ok {
+		t.Error("the reading stream ended")
+	}
+}
