@@ -1,6 +1,7 @@
 package deploytest_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -74,6 +75,8 @@ func TestAlertsAndDashboard(t *testing.T) {
 	if limitedStatus != http.StatusTooManyRequests {
 		t.Errorf("a key limited to 1/s answered %d five times in a row, want a 429", limitedStatus)
 	}
+	// A live answer: its first event, then the client leaves.
+	liveAnswer(t, svc)
 	if _, err := db.Pool(t).Exec(context.Background(), "NOTIFY emsquery_refresh"); err != nil {
 		t.Fatal(err)
 	}
@@ -303,5 +306,26 @@ func TestPromqlNames(t *testing.T) {
 	}
 	if !slices.Equal(grouped, []string{"le", "http_route", "instance"}) {
 		t.Errorf("grouped %q", grouped)
+	}
+}
+
+// liveAnswer opens a subscription over SSE and reads its first event.
+func liveAnswer(t *testing.T, svc *servicetest.Service) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, svc.URL+"/graphql", strings.NewReader(`{"query":"subscription { records_count { count } }"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set(svc.Header, svc.Key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	line, err := bufio.NewReader(resp.Body).ReadString('\n')
+	if resp.StatusCode != http.StatusOK || err != nil || line != "event: next\n" {
+		t.Fatalf("subscription: HTTP %d, first line %q (%v)", resp.StatusCode, line, err)
 	}
 }
