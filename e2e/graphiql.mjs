@@ -13,6 +13,14 @@
 //   SCREENSHOT      PNG path to save a screenshot to, on success and on failure (optional)
 //   CHROMIUM        browser binary (default /usr/bin/chromium)
 //   TIMEOUT_MS      bound on the whole run (default 60000)
+//   STEPS_ON_STDIN  when 1, for a subscription: once EXPECT is shown, print "seen: <EXPECT as
+//                   JSON>" and read steps from stdin, one JSON object a line, until it closes:
+//                     {"expect": "text"}  wait for the text in the result pane (a later answer
+//                                         of the stream), then print "seen: <text as JSON>"
+//                     {"stop": true}      press the stop button, wait for the run button to be
+//                                         back, then print "stopped"
+//                   While the stream is on, the run button must read "Stop" (GraphiQL sees a
+//                   subscription, not a query that has finished).
 //
 // Also checks that the headers editor starts as {"<API_KEY_HEADER>": ""} and that the key is
 // not left in localStorage. Prints "1 passed, 0 failed" and exits 0, or the reason and
@@ -20,6 +28,7 @@
 //   (cd e2e && npm install --ignore-scripts) && GRAPHIQL_URL=... QUERY=... EXPECT=... node e2e/graphiql.mjs
 // Every request to a host other than localhost/127.0.0.0/8/[::1] is aborted and fails the run:
 // the page must work in a closed network, so it may not load anything from outside.
+import { createInterface } from 'node:readline';
 import { chromium } from 'playwright-core';
 
 const env = process.env;
@@ -31,6 +40,7 @@ const apiKey = env.API_KEY || '';
 const screenshot = env.SCREENSHOT || '';
 const executablePath = env.CHROMIUM || '/usr/bin/chromium';
 const totalTimeout = Number(env.TIMEOUT_MS || 60000);
+const stepsOnStdin = env.STEPS_ON_STDIN === '1';
 // Each step gets at most half the budget, so a stuck step reports itself, not the watchdog.
 const stepTimeout = Math.min(20000, Math.floor(totalTimeout / 2));
 
@@ -90,6 +100,50 @@ async function replaceEditorText(selector, text) {
   // GraphiQL's bracket auto-closing and autocomplete pop-ups and mangle the text.
   await page.keyboard.insertText(text);
   await page.keyboard.press('Escape');
+}
+
+const resultEditor = '.result-window .CodeMirror';
+const executeButton = '.graphiql-execute-button';
+
+async function waitForResult(want) {
+  try {
+    await page.waitForFunction(
+      ({ sel, want }) => {
+        const el = document.querySelector(sel);
+        const text = el ? (el.CodeMirror ? el.CodeMirror.getValue() : el.innerText) : '';
+        return text.includes(want);
+      },
+      { sel: resultEditor, want },
+      { timeout: stepTimeout, polling: 100 },
+    );
+  } catch {
+    const got = (await readEditor(resultEditor)) ?? '(no result pane)';
+    throw new Error(`result pane never contained ${JSON.stringify(want)}; it shows: ${got.slice(0, 500)}`);
+  }
+}
+
+async function executeButtonSays(word) {
+  const label = (await page.locator(executeButton).getAttribute('aria-label')) || '';
+  if (!label.startsWith(word)) throw new Error(`the run button says ${JSON.stringify(label)}, want ${word}`);
+}
+
+// The Go test drives the steps: it changes the data between them, and only it knows the answers.
+async function runSteps() {
+  await executeButtonSays('Stop');
+  console.log(`seen: ${JSON.stringify(expect)}`);
+  for await (const line of createInterface({ input: process.stdin })) {
+    if (!line.trim()) continue;
+    const step = JSON.parse(line);
+    if (step.stop) {
+      await page.locator(executeButton).click();
+      await page.locator(`${executeButton}[aria-label^="Execute"]`).waitFor({ timeout: stepTimeout });
+      console.log('stopped');
+      continue;
+    }
+    await waitForResult(step.expect);
+    await executeButtonSays('Stop');
+    console.log(`seen: ${JSON.stringify(step.expect)}`);
+  }
 }
 
 async function run() {
@@ -164,23 +218,10 @@ async function run() {
   const typedQuery = await readEditor(queryEditor);
   if (typedQuery !== query) throw new Error(`query editor holds ${JSON.stringify(typedQuery)} after typing`);
 
-  await page.locator('.graphiql-execute-button').click();
+  await page.locator(executeButton).click();
 
-  const resultEditor = '.result-window .CodeMirror';
-  try {
-    await page.waitForFunction(
-      ({ sel, want }) => {
-        const el = document.querySelector(sel);
-        const text = el ? (el.CodeMirror ? el.CodeMirror.getValue() : el.innerText) : '';
-        return text.includes(want);
-      },
-      { sel: resultEditor, want: expect },
-      { timeout: stepTimeout, polling: 100 },
-    );
-  } catch {
-    const got = (await readEditor(resultEditor)) ?? '(no result pane)';
-    throw new Error(`result pane never contained ${JSON.stringify(expect)}; it shows: ${got.slice(0, 500)}`);
-  }
+  await waitForResult(expect);
+  if (stepsOnStdin) await runSteps();
 
   // The key must not be kept in the browser: GraphiQL writes its tabs and history to
   // localStorage (debounced by 500 ms), and the page is meant to strip headers from them.

@@ -34,7 +34,12 @@ fi
 
 # e2e/package.json pins exact versions; no lockfile is kept (it would record registry addresses).
 if [ -f e2e/package.json ] && command -v npm >/dev/null 2>&1; then
-  if [ ! -d e2e/node_modules/playwright-core ] || [ e2e/package.json -nt e2e/node_modules ]; then
+  # Every dependency of package.json, not just one: a node_modules from before a package was
+  # added (and not older than package.json, as after a fresh checkout) would otherwise be kept.
+  e2e_missing=$(cd e2e && node -e 'const fs = require("fs");
+    const deps = Object.keys(require("./package.json").dependencies || {});
+    console.log(deps.filter((d) => !fs.existsSync("node_modules/" + d + "/package.json")).join(" "))')
+  if [ -n "$e2e_missing" ] || [ e2e/package.json -nt e2e/node_modules ]; then
     (cd e2e && npm install --ignore-scripts --no-audit --no-fund --no-package-lock --loglevel=error)
     touch e2e/node_modules
   fi

@@ -44,7 +44,111 @@
           headerName + '. ' + KEY_HINT }]
       });
     }
+    if (isSubscription(params, opts && opts.documentAST)) return subscribe(params, opts && opts.headers);
     return httpFetcher(params, opts);
+  }
+
+  // GraphiQL hands over the editor's parsed document, but it is re-parsed 100 ms after each edit
+  // and GraphiQL may add leaf fields to the query before running it: trust it only when it was
+  // parsed from the very text being sent, else look at that text (comments dropped).
+  function isSubscription(params, doc) {
+    var query = (params && params.query) || '';
+    var name = params && params.operationName;
+    if (doc && doc.loc && doc.loc.source && doc.loc.source.body === query) {
+      var ops = doc.definitions.filter(function (d) { return d.kind === 'OperationDefinition'; });
+      var op = name ? ops.filter(function (d) { return d.name && d.name.value === name; })[0] : ops[0];
+      return !!op && op.operation === 'subscription';
+    }
+    var text = query.replace(/#[^\n\r]*/g, '');
+    if (name) return /^\w+$/.test(name) && new RegExp('\\bsubscription\\s+' + name + '\\b').test(text);
+    return /^\s*subscription\b/.test(text);
+  }
+
+  // A subscription is served as GraphQL over Server-Sent Events (the graphql-sse protocol's
+  // distinct connections mode): one POST per subscription whose response body is the event
+  // stream. GraphiQL 3 takes an async iterable and shows each value as the current result; a
+  // refusal is an ordinary JSON body and is shown as a query's would be.
+  async function subscribe(params, userHeaders) {
+    var controller = new AbortController();
+    // Headers, not an object: a user's own "accept" must be replaced, not joined to ours.
+    var headers = new Headers(userHeaders || {});
+    headers.set('Content-Type', 'application/json');
+    headers.set('Accept', 'text/event-stream');
+    var response = await fetch(endpoint, {
+      method: 'POST', headers: headers, body: JSON.stringify(params), signal: controller.signal
+    });
+    if (!/^text\/event-stream/.test(response.headers.get('Content-Type') || '')) {
+      var body = await response.text();
+      try {
+        return JSON.parse(body);
+      } catch (e) {
+        throw new Error('HTTP ' + response.status + ': ' + body);
+      }
+    }
+    return sseResults(response.body.getReader(), controller);
+  }
+
+  // sseResults reads the event stream (WHATWG rules: lines up to a blank one; ':' starts a
+  // comment, here the service's heartbeats) into the data of each "next" event; "complete" ends
+  // it. The object is its own iterator because GraphiQL's stop button calls
+  // iterable[Symbol.asyncIterator]().return(), which must reach this stream and abort its fetch.
+  function sseResults(reader, controller) {
+    var decoder = new TextDecoder();
+    var buffer = '';
+    var event = '';
+    var data = null;
+    var results = [];
+    var done = false;
+    function parse() {
+      var m;
+      // A '\r' at the end of the buffer may be half of a '\r\n' split across chunks: wait.
+      while ((m = /\r\n|\n|\r(?=[^\n])/.exec(buffer))) {
+        var line = buffer.slice(0, m.index);
+        buffer = buffer.slice(m.index + m[0].length);
+        if (line === '') {
+          if (event === 'next' && data !== null) results.push(JSON.parse(data));
+          if (event === 'complete') done = true;
+          event = '';
+          data = null;
+          continue;
+        }
+        var colon = line.indexOf(':');
+        if (colon === 0) continue;
+        var field = colon < 0 ? line : line.slice(0, colon);
+        var value = colon < 0 ? '' : line.slice(colon + 1).replace(/^ /, '');
+        if (field === 'event') event = value;
+        else if (field === 'data') data = data === null ? value : data + '\n' + value;
+      }
+    }
+    var iterator = {
+      next: async function () {
+        while (!results.length && !done) {
+          var chunk;
+          try {
+            chunk = await reader.read();
+          } catch (e) {
+            if (controller.signal.aborted) break;
+            throw e;
+          }
+          if (chunk.done) {
+            if (!done) throw new Error('The stream ended without "complete": the connection was cut.');
+            break;
+          }
+          buffer += decoder.decode(chunk.value, { stream: true });
+          parse();
+        }
+        if (results.length) return { value: results.shift(), done: false };
+        iterator.return();
+        return { value: undefined, done: true };
+      },
+      return: function () {
+        done = true;
+        controller.abort();
+        return Promise.resolve({ value: undefined, done: true });
+      }
+    };
+    iterator[Symbol.asyncIterator] = function () { return iterator; };
+    return iterator;
   }
 
   // GraphiQL only fetches the schema on load and on its re-fetch button; fetch it again once
