@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -401,7 +402,30 @@ func TestLiveBounds(t *testing.T) {
 	// Their places are free again.
 	again, body := subscribe(t, svc, "/graphql", liveCount, svc.Key)
 	if body != nil {
-		t.Errorf("a stream after two ended: HTTP %d %s", again.resp.StatusCode, body)
+		t.Fatalf("a stream after two ended: HTTP %d %s", again.resp.StatusCode, body)
+	}
+	full, body := subscribe(t, svc, "/graphql", liveCount, svc.Key)
+	if body != nil {
+		t.Fatalf("the third stream again: HTTP %d %s", full.resp.StatusCode, body)
+	}
+	// A client that leaves frees its place within a couple of seconds, long before a heartbeat
+	// (15 s) would have found it gone.
+	for _, s := range []*sseStream{again, full} {
+		if _, _, ok := s.next(10 * time.Second); !ok {
+			t.Fatal("no first answer")
+		}
+	}
+	full.close()
+	left := time.Now()
+	servicetest.WaitFor(t, 5*time.Second, "a place after a client left", func() bool {
+		s, body := subscribe(t, svc, "/graphql", liveCount, svc.Key)
+		if body == nil {
+			s.close()
+		}
+		return body == nil
+	})
+	if took := time.Since(left); took > 3*time.Second {
+		t.Errorf("a client's place was free %s after it left", took)
 	}
 }
 
@@ -451,20 +475,37 @@ func TestLiveProtocol(t *testing.T) {
 	if r.status != http.StatusNotAcceptable || !strings.Contains(string(r.body), "text/event-stream") {
 		t.Errorf("a subscription as JSON: HTTP %d %s", r.status, r.body)
 	}
-	s, body := subscribe(t, svc, "/graphql", `subscription { records_count { nope } }`, svc.Key)
-	if s.resp.StatusCode != http.StatusBadRequest || errorCode(t, body, true) != "GRAPHQL_VALIDATION_FAILED" {
-		t.Errorf("a subscription that does not validate: HTTP %d %s", s.resp.StatusCode, body)
+	// A client that accepts only an event stream gets every answer as one: a document that does
+	// not validate, and a query, as a next event then complete (graphql-sse's distinct
+	// connections mode); with JSON among its types, the errors as a query's.
+	for _, c := range []struct{ path, query, want string }{
+		{"/graphql", `subscription { records_count { nope } }`, `"GRAPHQL_VALIDATION_FAILED"`},
+		{"/lookups/graphql", `subscription { x }`, `does not support operation type`},
+		{"/graphql", `subscription { a: records_count { count } b: station_resources { station_id } }`, `must select only one top level field`},
+		{"/graphql", `{ records_count { count } }`, `{"data":{"records_count":{"count":` + strconv.FormatInt(sqlCount(t, db), 10) + `}}}`},
+	} {
+		s, body := subscribe(t, svc, c.path, c.query, svc.Key)
+		if body != nil {
+			t.Errorf("%s %s: HTTP %d %s; want an event stream", c.path, c.query, s.resp.StatusCode, body)
+			continue
+		}
+		ev, _, ok := s.next(10 * time.Second)
+		if !ok || ev.name != "next" || !strings.Contains(ev.data, c.want) {
+			t.Errorf("%s %s: %v %q %s; want a next event with %s", c.path, c.query, ok, ev.name, ev.data, c.want)
+		}
+		if ev, _, ok := s.next(5 * time.Second); !ok || ev.name != "complete" {
+			t.Errorf("%s %s: then %v %q; want complete", c.path, c.query, ok, ev.name)
+		}
+		if err, ok := s.endedWithin(5 * time.Second); !ok || err != io.EOF {
+			t.Errorf("%s %s: body ended %v (%v)", c.path, c.query, ok, err)
+		}
 	}
-	s, body = subscribe(t, svc, "/lookups/graphql", `subscription { x }`, svc.Key)
-	if s.resp.StatusCode != http.StatusBadRequest {
-		t.Errorf("a subscription on /lookups/graphql, which has none: HTTP %d %s", s.resp.StatusCode, body)
-	}
-	s, body = subscribe(t, svc, "/graphql", `subscription { a: records_count { count } b: station_resources { station_id } }`, svc.Key)
-	if s.resp.StatusCode != http.StatusBadRequest {
-		t.Errorf("a subscription of two fields: HTTP %d %s", s.resp.StatusCode, body)
+	r = postRaw(t, svc, "/graphql", `{"query":"subscription { records_count { nope } }"}`, map[string]string{"Accept": "text/event-stream, application/json"})
+	if r.status != http.StatusUnprocessableEntity || !strings.Contains(string(r.body), "GRAPHQL_VALIDATION_FAILED") {
+		t.Errorf("a subscription that does not validate, JSON accepted: HTTP %d %s", r.status, r.body)
 	}
 	// A question no data change can mend (an unknown column): its errors, then complete.
-	s, body = subscribe(t, svc, "/graphql", `subscription { distinct_values(columns: ["nope"], start_date: "2024-01-01", end_date: "2024-12-31") { value } }`, svc.Key)
+	s, body := subscribe(t, svc, "/graphql", `subscription { distinct_values(columns: ["nope"], start_date: "2024-01-01", end_date: "2024-12-31") { value } }`, svc.Key)
 	if body != nil {
 		t.Fatalf("a subscription whose resolver refuses its arguments: HTTP %d %s", s.resp.StatusCode, body)
 	}

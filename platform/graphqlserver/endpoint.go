@@ -64,6 +64,10 @@ func (e *Endpoint) serve(c *fiber.Ctx) error {
 	if r == nil || e.subscribe(c, r) {
 		return nil
 	}
+	if !r.get && eventsOnly(r.accept) {
+		e.answerAsEvents(c, r)
+		return nil
+	}
 	version, cacheable := e.cache.Current()
 	var (
 		key answercache.Key

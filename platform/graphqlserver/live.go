@@ -169,7 +169,7 @@ func (e *Endpoint) subscribe(c *fiber.Ctx, r *request) bool {
 	// A stream's answer does not depend on how the client wrote Accept: one feed per question.
 	r.live, r.accept = true, mimeEvents
 	f := s.join(e, r, ctx)
-	st := &stream{s: s, f: f, grant: grant, keyName: keyName, route: e.route}
+	st := &stream{s: s, f: f, grant: grant, keyName: keyName, route: e.route, gone: httpbridge.PeerGone(c.Context().Conn())}
 	s.metrics.opened(e.route)
 	h := &c.Response().Header
 	h.SetContentType("text/event-stream")
@@ -188,6 +188,77 @@ func (e *Endpoint) refuseStream(c *fiber.Ctx, r *errStreams) {
 	}
 	c.Status(r.status)
 	_ = c.JSON(fiber.Map{"errors": []fiber.Map{{"message": r.message, "extensions": fiber.Map{"code": r.code}}}})
+}
+
+// answerAsEvents answers a query (or a document that does not validate) whose client accepts
+// only an event stream, as graphql-sse's distinct connections mode wants every answer: one
+// next event with the GraphQL response, then complete; a large answer streams as a query's
+// does. Not kept in the answer cache.
+func (e *Endpoint) answerAsEvents(c *fiber.Ctx, r *request) {
+	r.contentType = mimeEvents
+	run(c, e.timeout, e.timedOut, func(ctx context.Context, w responseWriter) {
+		e.cache.Count(ctx, e.route, answercache.Bypass)
+		w.Header().Set(answercache.HeaderCacheStatus, answercache.StatusBypass)
+		ew := &eventWriter{w: w}
+		e.execute(ctx, ew, r)
+		ew.end()
+	})
+}
+
+// eventWriter writes a GraphQL response as a next event, then complete: always with status 200
+// (an event stream's errors are in its events).
+type eventWriter struct {
+	w    responseWriter
+	open bool // the next event's head is written
+}
+
+func (ew *eventWriter) Header() http.Header { return ew.w.Header() }
+func (ew *eventWriter) WriteHeader(int)     { ew.w.WriteHeader(http.StatusOK) }
+func (ew *eventWriter) Fail(err error)      { ew.w.Fail(err) }
+
+func (ew *eventWriter) Write(p []byte) (int, error) {
+	if !ew.open {
+		ew.open = true
+		if _, err := ew.w.Write(eventNextHead); err != nil {
+			return 0, err
+		}
+	}
+	return ew.w.Write(p)
+}
+
+func (ew *eventWriter) Reset() bool {
+	if !ew.w.Reset() {
+		return false
+	}
+	ew.open = false
+	return true
+}
+
+// end closes the next event and completes the stream.
+func (ew *eventWriter) end() {
+	if ew.open {
+		_, _ = ew.w.Write(eventEnd)
+	}
+	_, _ = ew.w.Write(eventComplete)
+}
+
+// eventsOnly says whether an Accept header lists text/event-stream and nothing that JSON is
+// (application/json, application/graphql-response+json, or a wildcard that covers them).
+func eventsOnly(accept string) bool {
+	events := false
+	for _, part := range strings.Split(accept, ",") {
+		mediaType, _, err := mime.ParseMediaType(strings.TrimSpace(part))
+		if err != nil {
+			continue
+		}
+		switch mediaType {
+		case mimeEvents:
+			events = true
+		case "*/*", "application/*", mimeJSON, mimeGraphQLResponse:
+			return false
+		}
+	}
+	return events
 }
 
 // acceptsEvents says whether an Accept header lists text/event-stream.
@@ -221,6 +292,7 @@ type stream struct {
 	grant   requestctx.Grant
 	keyName string
 	route   string
+	gone    func() bool // the client closed its connection
 
 	pending  []byte // what Read has still to hand out
 	sent     uint64 // the feed's answer last sent (its seq; 0: none yet)
@@ -230,13 +302,16 @@ type stream struct {
 	closed   sync.Once
 }
 
-// keyCheckEvery is how often a stream looks whether its key is still in force: a revoked key's
-// streams end within this, and the keys file's poll interval, of the revocation (contract: 5 s).
+// keyCheckEvery is how often a quiet stream looks whether its key is still in force (a revoked
+// key's streams end within this, and the keys file's poll interval, of the revocation;
+// contract: 5 s) and whether its client is still there.
 const keyCheckEvery = time.Second
 
 var (
 	eventComplete = []byte("event: complete\ndata:\n\n")
 	eventComment  = []byte(":\n\n")
+	eventNextHead = []byte("event: next\ndata: ")
+	eventEnd      = []byte("\n\n")
 )
 
 func (st *stream) Read(p []byte) (int, error) {
@@ -273,6 +348,12 @@ func (st *stream) next() {
 			return
 		}
 		now := time.Now()
+		if st.gone() {
+			// Nobody reads: end now, not at the next heartbeat's failed write, so that its
+			// place in LIMITS__MAX_STREAMS and max_streams is free at once.
+			st.done = true
+			return
+		}
 		if st.grant != nil && !st.grant.InForce() {
 			st.pending = append(nextEvent(revokedAnswer), eventComplete...)
 			st.done = true
@@ -319,10 +400,10 @@ var revokedAnswer = []byte(`{"errors":[{"message":"the API key of this stream is
 
 // nextEvent is a next event carrying response, a JSON object on one line.
 func nextEvent(response []byte) []byte {
-	b := make([]byte, 0, len(response)+len("event: next\ndata: \n\n"))
-	b = append(b, "event: next\ndata: "...)
+	b := make([]byte, 0, len(eventNextHead)+len(response)+len(eventEnd))
+	b = append(b, eventNextHead...)
 	b = append(b, response...)
-	return append(b, "\n\n"...)
+	return append(b, eventEnd...)
 }
 
 // streamMetrics are the streams' instruments: open streams, answers pushed, and the feeds'

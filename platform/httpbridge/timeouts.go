@@ -79,6 +79,22 @@ func WatchClient(conn any, cancel context.CancelCauseFunc) (stop func()) {
 	return w.stop
 }
 
+// PeerGone returns a look at whether the peer of conn has closed it (false for connections that
+// are not sockets): for a response that waits long between writes, as a live answer's stream
+// does, which would otherwise learn that its client left only from a failed write. It must
+// not be called while the server may read the connection (between responses).
+func PeerGone(conn any) func() bool {
+	sc, ok := conn.(syscall.Conn)
+	if !ok {
+		return func() bool { return false }
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return func() bool { return false }
+	}
+	return func() bool { return peerClosed(raw) }
+}
+
 type clientWatch struct {
 	raw    syscall.RawConn
 	cancel context.CancelCauseFunc
