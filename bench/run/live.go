@@ -303,7 +303,14 @@ func liveScenarioRun(ctx context.Context, conn *pgx.Conn, bin, tmp string, s *da
 	}
 	if svc.pprof != "" {
 		res.Heap = filepath.Join(o.profile, fmt.Sprintf("live-%d-questions-heap.pprof", sc.Questions))
-		if err := fetchTo(svc.pprof+"/debug/pprof/heap", res.Heap); err != nil {
+		if err := fetchTo(svc.pprof+"/debug/pprof/heap?gc=1", res.Heap); err != nil {
+			return res, err
+		}
+		// The same as text, with runtime.MemStats at its end (StackInuse, HeapInuse, ...).
+		if err := fetchTo(svc.pprof+"/debug/pprof/heap?debug=1", strings.TrimSuffix(res.Heap, ".pprof")+".txt"); err != nil {
+			return res, err
+		}
+		if err := fetchTo(svc.pprof+"/debug/pprof/goroutine?debug=1", strings.TrimSuffix(res.Heap, "heap.pprof")+"goroutines.txt"); err != nil {
 			return res, err
 		}
 	}
@@ -582,6 +589,7 @@ func fetchTo(url, path string) error {
 type liveTarget struct {
 	Target, Measured string
 	Met              bool
+	None             bool // no target: measured for comparison
 }
 
 func (r liveResult) targets() []liveTarget {
@@ -601,7 +609,7 @@ func (r liveResult) targets() []liveTarget {
 		maxCell = ms(w.Max) + " ms"
 	}
 	out = append(out, liveTarget{
-		Target: fmt.Sprintf("%s: every stream has the new answer ≤ %s after the NOTIFY (worst of %d changes)", sc.name(), liveLatency, len(r.Rounds)),
+		Target: fmt.Sprintf("%s: every stream has the new answer ≤ 1 s after the NOTIFY (worst of %d changes)", sc.name(), len(r.Rounds)),
 		Measured: fmt.Sprintf("max %s, p50 %s ms, p99 %s ms; streams with it in time per change: %s of %d; wrong answers: %d; extra events: %d",
 			maxCell, ms(w.P50), ms(w.P99), strings.Join(gotCells, ", "), sc.Streams, sum(r.Rounds, func(x liveRound) int { return x.Wrong }), sum(r.Rounds, func(x liveRound) int { return x.Extra })),
 		Met: allGot && noneWrong && w.Max <= liveLatency,
@@ -628,7 +636,7 @@ func (r liveResult) targets() []liveTarget {
 		Met:      r.PeakRSS < liveRSS,
 	}
 	if sc.Questions > 1 {
-		rss.Target = fmt.Sprintf("%s: the service's peak RSS (no target; for comparison)", sc.name())
+		rss.Target, rss.None = fmt.Sprintf("%s: the service's peak RSS (no target; for comparison)", sc.name()), true
 	}
 	out = append(out, rss)
 	return out
@@ -656,7 +664,10 @@ func renderLive(date time.Time, loadBefore string, s *dataSet, o options, result
 	for _, r := range results {
 		for _, t := range r.targets() {
 			v := "MET"
-			if !t.Met {
+			switch {
+			case t.None:
+				v = "—"
+			case !t.Met:
 				v = "**MISSED**"
 			}
 			p("| %s | %s | %s |\n", t.Target, t.Measured, v)
