@@ -95,7 +95,9 @@ type options struct {
 const liveWorkload = "live"
 
 // runsLive says whether the live answers are measured.
-func (o options) runsLive() bool { return o.live.streams > 0 && (o.only == nil || o.only[liveWorkload]) }
+func (o options) runsLive() bool {
+	return o.live.streams > 0 && (o.only == nil || o.only[liveWorkload])
+}
 
 func parseFlags() (options, error) {
 	var o options
