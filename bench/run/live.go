@@ -609,7 +609,7 @@ func (r liveResult) targets() []liveTarget {
 		maxCell = ms(w.Max) + " ms"
 	}
 	out = append(out, liveTarget{
-		Target: fmt.Sprintf("%s: every stream has the new answer ≤ 1 s after the NOTIFY (worst of %d changes)", sc.name(), len(r.Rounds)),
+		Target: fmt.Sprintf("%s: every stream has the new answer ≤ 1 s after the NOTIFY (worst of %s)", sc.name(), changes(len(r.Rounds))),
 		Measured: fmt.Sprintf("max %s, p50 %s ms, p99 %s ms; streams with it in time per change: %s of %d; wrong answers: %d; extra events: %d",
 			maxCell, ms(w.P50), ms(w.P99), strings.Join(gotCells, ", "), sc.Streams, sum(r.Rounds, func(x liveRound) int { return x.Wrong }), sum(r.Rounds, func(x liveRound) int { return x.Extra })),
 		Met: allGot && noneWrong && w.Max <= liveLatency,
@@ -658,8 +658,8 @@ func renderLive(date time.Time, loadBefore string, s *dataSet, o options, result
 	for i, r := range results {
 		loads[i] = r.LoadAvg
 	}
-	p("Run of %s UTC on %s records: %s streams per scenario, %d changes each; the machine's load average (1, 5, 15 min) %s before, %s after each scenario.\n\n",
-		date.Format("2006-01-02 15:04"), count(s.Records), count(o.live.streams), o.live.rounds, loadBefore, strings.Join(loads, " / "))
+	p("Run of %s UTC on %s records: %s streams per scenario, %s each; the machine's load average (1, 5, 15 min) %s before, %s after each scenario.\n\n",
+		date.Format("2006-01-02 15:04"), count(s.Records), count(o.live.streams), changes(o.live.rounds), loadBefore, strings.Join(loads, " / "))
 	p("| Target | Measured | |\n|---|---|---|\n")
 	for _, r := range results {
 		for _, t := range r.targets() {
@@ -686,4 +686,11 @@ func renderLive(date time.Time, loadBefore string, s *dataSet, o options, result
 	}
 	p("\n")
 	return b.String()
+}
+
+func changes(n int) string {
+	if n == 1 {
+		return "1 change"
+	}
+	return strconv.Itoa(n) + " changes"
 }
