@@ -121,7 +121,7 @@ func TestSummarizeAndWorst(t *testing.T) {
 		lat = append(lat, time.Duration(i)*time.Millisecond)
 	}
 	s := summarize(lat)
-	if s.N != 1000 || s.Max != time.Second || s.P50 != 500*time.Millisecond || s.P99 != 990*time.Millisecond {
+	if s.N != 1000 || s.Min != time.Millisecond || s.Max != time.Second || s.P50 != 500*time.Millisecond || s.P99 != 990*time.Millisecond {
 		t.Errorf("summarize: %+v", s)
 	}
 	if lat[0] != time.Second {
@@ -134,7 +134,7 @@ func TestSummarizeAndWorst(t *testing.T) {
 		{Lat: latencies{N: 10, Max: 30, P50: 5, P99: 29}},
 		{Lat: latencies{N: 10, Max: 20, P50: 9, P99: 19}},
 	})
-	if w != (latencies{N: 10, Max: 30, P50: 9, P99: 29}) {
+	if w != (latencies{N: 10, Min: 0, Max: 30, P50: 9, P99: 29}) {
 		t.Errorf("worst: %+v", w)
 	}
 }
