@@ -79,6 +79,7 @@ type liveRound struct {
 	Lat            latencies
 	Recomputations float64 // emsquery_streams_recomputations_total, delta
 	Statements     float64 // the question's statements, delta
+	StatementTime  float64 // their duration, seconds, delta (the histogram's sum)
 	Pushes         float64 // emsquery_streams_pushes_total, delta
 }
 
@@ -502,6 +503,7 @@ func (run *liveRun) round(ctx context.Context, conn *pgx.Conn, round int) (liveR
 	}
 	r.Recomputations = after.recomputations - before.recomputations
 	r.Statements = after.statements - before.statements
+	r.StatementTime = after.statementTime - before.statementTime
 	r.Pushes = after.pushes - before.pushes
 	var lat []time.Duration
 	for _, st := range run.streams {
@@ -530,7 +532,7 @@ func (run *liveRun) round(ctx context.Context, conn *pgx.Conn, round int) (liveR
 }
 
 // liveMetrics are the service's counters the rounds compare.
-type liveMetrics struct{ recomputations, statements, pushes float64 }
+type liveMetrics struct{ recomputations, statements, statementTime, pushes float64 }
 
 func (run *liveRun) scrape() (liveMetrics, error) {
 	var m liveMetrics
@@ -544,12 +546,13 @@ func (run *liveRun) scrape() (liveMetrics, error) {
 		return m, err
 	}
 	text := string(b)
-	var ok [3]bool
+	var ok [4]bool
 	m.recomputations, ok[0] = promSum(text, "emsquery_streams_recomputations_total")
 	m.statements, ok[1] = promSum(text, "db_client_operation_duration_seconds_count", `db_operation_name="`+liveOpName+`"`)
-	m.pushes, ok[2] = promSum(text, "emsquery_streams_pushes_total")
-	if ok != [3]bool{true, true, true} {
-		return m, fmt.Errorf("the service's metrics lack a counter (recomputations, statements, pushes found: %v)", ok)
+	m.statementTime, ok[2] = promSum(text, "db_client_operation_duration_seconds_sum", `db_operation_name="`+liveOpName+`"`)
+	m.pushes, ok[3] = promSum(text, "emsquery_streams_pushes_total")
+	if ok != [4]bool{true, true, true, true} {
+		return m, fmt.Errorf("the service's metrics lack a counter (recomputations, statements, their time, pushes found: %v)", ok)
 	}
 	return m, nil
 }
@@ -674,15 +677,19 @@ func renderLive(date time.Time, loadBefore string, s *dataSet, o options, result
 		}
 	}
 	p("\nEach change (first ms: the first stream's new answer, which is the service's way from the NOTIFY to a computed answer; the rest is the fan-out to every stream):\n\n" +
-		"| Scenario | Change | Rows inserted | Streams with the new answer ≤ 1 s | first ms | p50 ms | p99 ms | max ms | Recomputations | Statements | Events sent |\n|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+		"| Scenario | Change | Rows inserted | Streams with the new answer ≤ 1 s | first ms | p50 ms | p99 ms | max ms | Recomputations | Statements | Statement mean ms | Events sent |\n|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	for _, r := range results {
 		for i, rd := range r.Rounds {
 			maxCell := ms(rd.Lat.Max)
 			if rd.Lat.N < r.Scenario.Streams {
 				maxCell = "none on some"
 			}
-			p("| %s | %d | %s | %d | %s | %s | %s | %s | %.0f | %.0f | %.0f |\n", r.Scenario.name(), i+1, count(rd.Inserted), rd.Got,
-				ms(rd.Lat.Min), ms(rd.Lat.P50), ms(rd.Lat.P99), maxCell, rd.Recomputations, rd.Statements, rd.Pushes)
+			mean := "—"
+			if rd.Statements > 0 {
+				mean = ms(time.Duration(rd.StatementTime / rd.Statements * float64(time.Second)))
+			}
+			p("| %s | %d | %s | %d | %s | %s | %s | %s | %.0f | %.0f | %s | %.0f |\n", r.Scenario.name(), i+1, count(rd.Inserted), rd.Got,
+				ms(rd.Lat.Min), ms(rd.Lat.P50), ms(rd.Lat.P99), maxCell, rd.Recomputations, rd.Statements, mean, rd.Pushes)
 		}
 	}
 	p("\n")
