@@ -27,6 +27,11 @@
 // service with its cache on, the same question repeated once its answer is in memory, measured
 // alone against the cold line's hand-written SQL (measureWarm).
 //
+// Last, on the smallest data set, the live answers (contract 6.11, live.go): 1,000 streams on one
+// question and 1,000 streams on 100 questions, each change an INSERT then NOTIFY; the time from
+// the NOTIFY to each stream's new answer, the recomputations and statements per change, and the
+// service's peak RSS. -doc writes them into their own section (-live-doc-section).
+//
 // The service's SQL is captured from the database, not rebuilt: before measuring, each request is
 // sent once with log_statement=all on the benchmark database and the statements and bind
 // parameters the server logged are what the captured baseline runs (capture.go).
@@ -38,6 +43,7 @@
 //	go run ./bench/run -sizes 100000 -workloads patients,export -duration 1s
 //	go run ./bench/run -warm-max-records 0              # cold lines only
 //	go run ./bench/run -doc docs/benchmarks.md          # also write the results into the doc
+//	go run ./bench/run -sizes 100000 -workloads live -patients-rss 0  # the live answers alone
 package main
 
 import (
@@ -49,6 +55,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -86,6 +93,16 @@ type options struct {
 	// for warmDuration.
 	warmMax      int
 	warmDuration time.Duration
+	// Live answers (live.go): on the smallest data set, unless -workloads leaves "live" out.
+	live liveOptions
+}
+
+// liveWorkload is the name -workloads knows the live answers' scenarios by.
+const liveWorkload = "live"
+
+// runsLive says whether the live answers are measured.
+func (o options) runsLive() bool {
+	return o.live.streams > 0 && (o.only == nil || o.only[liveWorkload])
 }
 
 func parseFlags() (options, error) {
@@ -98,7 +115,11 @@ func parseFlags() (options, error) {
 	flag.IntVar(&o.rounds, "rounds", 4, "slices each measurement is split into, alternating service, hand-written SQL and captured SQL")
 	flag.IntVar(&o.warmMax, "warm-max-records", 1_000_000, "warm lines (answer cache on, the same question repeated) on data sets of at most this many records (0: none)")
 	flag.DurationVar(&o.warmDuration, "warm-duration", 2*time.Second, "measured time of each warm line")
-	only := flag.String("workloads", "", "only these workloads, comma separated (default: all)")
+	only := flag.String("workloads", "", "only these workloads, comma separated (default: all; \"live\" is the live answers' scenarios)")
+	flag.IntVar(&o.live.streams, "live-streams", 1000, "live answers: streams open at once in each scenario (0: no live answers)")
+	flag.IntVar(&o.live.questions, "live-questions", 100, "live answers: the questions of the second scenario, the streams spread evenly over them")
+	flag.IntVar(&o.live.rounds, "live-rounds", 3, "live answers: changes (INSERT, then NOTIFY) per scenario")
+	flag.StringVar(&o.live.docSection, "live-doc-section", "live", "the section -doc replaces with the live answers' results")
 	flag.Uint64Var(&o.seed, "seed", demodata.DefaultSeed, "demo data seed")
 	flag.StringVar(&o.out, "o", "", "also write the results (markdown) to this file")
 	flag.StringVar(&o.profile, "profile", "", "write a CPU profile of the service for each line into this folder (builds the service with -tags pprof)")
@@ -106,6 +127,9 @@ func parseFlags() (options, error) {
 	flag.StringVar(&o.docSection, "doc-section", "results", "the section -doc replaces: between <!-- NAME:begin --> and <!-- NAME:end -->")
 	flag.Parse()
 	var err error
+	if o.live.streams < 0 || o.live.questions < 1 || o.live.rounds < 1 {
+		return o, fmt.Errorf("-live-streams, -live-questions, -live-rounds: %d, %d, %d", o.live.streams, o.live.questions, o.live.rounds)
+	}
 	if o.sizes, err = intList(*sizes); err != nil {
 		return o, fmt.Errorf("-sizes: %w", err)
 	}
@@ -115,7 +139,7 @@ func parseFlags() (options, error) {
 	if *only != "" {
 		o.only = map[string]bool{}
 		for n := range strings.SplitSeq(*only, ",") {
-			if _, ok := workloadByName(n); !ok {
+			if _, ok := workloadByName(n); !ok && n != liveWorkload {
 				return o, fmt.Errorf("-workloads: unknown workload %q", n)
 			}
 			o.only[n] = true
@@ -176,9 +200,15 @@ func run() error {
 		return err
 	}
 	var sets []*dataSet
+	var liveSet *dataSet // the smallest data set, where the live answers are measured
 	for _, n := range o.sizes {
-		sets = append(sets, &dataSet{Records: n, Workloads: selectWorkloads(o)})
+		s := &dataSet{Records: n, Workloads: selectWorkloads(o)}
+		if o.runsLive() && (liveSet == nil || n < liveSet.Records) {
+			liveSet = s
+		}
+		sets = append(sets, s)
 	}
+	sets = slices.DeleteFunc(sets, func(s *dataSet) bool { return len(s.Workloads) == 0 && s != liveSet })
 	if o.patientsRSS > 0 && (o.only == nil || o.only["patients"]) {
 		// demodata makes one patient per 1.1 records.
 		n := int(math.Round(float64(o.patientsRSS) * 1.1))
@@ -208,6 +238,9 @@ func run() error {
 	}
 	var rows []row
 	for _, s := range sets {
+		if len(s.Workloads) == 0 {
+			continue
+		}
 		captured, err := capture(ctx, cluster, bin, tmp, s)
 		if err != nil {
 			return err
@@ -262,20 +295,50 @@ func run() error {
 		return err
 	}
 	env.OtherCPU = otherShare(env.cpu0, cpu1)
-	progress("every measured service response passed its check: %d responses (status 200, the size and ends of the answer compared with the hand-written SQL)", responsesChecked.Load())
-	md := render(env, o, sets, rows)
-	fmt.Print(md)
+	var md, liveMD string
+	if len(rows) > 0 {
+		progress("every measured service response passed its check: %d responses (status 200, the size and ends of the answer compared with the hand-written SQL)", responsesChecked.Load())
+		md = render(env, o, sets, rows)
+	}
+	if liveSet != nil {
+		loadBefore := loadAverage()
+		progress("live answers on %s records (load average %s)", count(liveSet.Records), loadBefore)
+		results, err := measureLive(ctx, cluster, bin, tmp, liveSet, o)
+		if err != nil {
+			return err
+		}
+		liveMD = renderLive(time.Now().UTC(), loadBefore, liveSet, o, results)
+	}
+	all := md
+	if liveMD != "" {
+		all += "## Live answers (contract 6.11)\n\n" + liveMD
+	}
+	fmt.Print(all)
 	if o.out != "" {
-		if err := os.WriteFile(o.out, []byte(md), 0o644); err != nil {
+		if err := os.WriteFile(o.out, []byte(all), 0o644); err != nil {
 			return err
 		}
 	}
-	if o.doc != "" {
+	if o.doc != "" && md != "" {
 		if err := replaceSection(o.doc, o.docSection, md); err != nil {
 			return err
 		}
 	}
+	if o.doc != "" && liveMD != "" {
+		if err := replaceSection(o.doc, o.live.docSection, liveMD); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+// loadAverage is the machine's load average over 1, 5 and 15 minutes (/proc/loadavg).
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); err == nil && len(f) >= 3 {
+		return strings.Join(f[:3], " ")
+	}
+	return "?"
 }
 
 func selectWorkloads(o options) []workload {

@@ -44,6 +44,12 @@ const apiKey = "bench-key-0123456789abcdef0123456789abcdef"
 // and the answer cache on or off as asked (cacheEnv). Nothing of this process's environment but
 // PATH reaches it. It returns once /v1/healthz answers 200.
 func startService(ctx context.Context, bin, workDir string, db dbTarget, records int, cache, profiling bool) (*service, error) {
+	return startServiceWith(ctx, bin, workDir, db, records, cache, profiling, nil)
+}
+
+// startServiceWith is startService with more settings, applied last (the live answers' metrics
+// exporter and bounds).
+func startServiceWith(ctx context.Context, bin, workDir string, db dbTarget, records int, cache, profiling bool, extra map[string]string) (*service, error) {
 	settings := map[string]string{
 		"AUTHENTICATION__API_KEY": apiKey,
 		"DATABASE__HOST":          db.Host, "DATABASE__PORT": strconv.Itoa(db.Port),
@@ -67,6 +73,9 @@ func startService(ctx context.Context, bin, workDir string, db dbTarget, records
 		}
 		addr := "127.0.0.1:" + strconv.Itoa(pp)
 		settings["EMSQUERY_PPROF_ADDR"], pprofURL = addr, "http://"+addr
+	}
+	for k, v := range extra {
+		settings[k] = v
 	}
 	proc, err := launcher.Start(launcher.Options{Bin: bin, Dir: workDir, Settings: settings})
 	if err != nil {
