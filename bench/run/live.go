@@ -272,9 +272,12 @@ func liveScenarioRun(ctx context.Context, conn *pgx.Conn, bin, tmp string, s *da
 	}
 	defer run.closeAll()
 
-	// The cache starts live once the service has read the data version: until then a
-	// subscription is still a stream, but wait for it as the tests do.
-	time.Sleep(300 * time.Millisecond)
+	// The cache is live once the service has read the data version (its age is on /metrics).
+	// A stream opened before is answered all the same, and answered again when that first read
+	// starts the first version: a recomputation that would fall into the first change's count.
+	if err := run.awaitDataVersion(10 * time.Second); err != nil {
+		return res, err
+	}
 	if res.RSSBefore, err = procstat.RSS(svc.pid()); err != nil {
 		return res, err
 	}
@@ -491,10 +494,12 @@ func (run *liveRun) round(ctx context.Context, conn *pgx.Conn, round int) (liveR
 	if err != nil {
 		return r, err
 	}
+	// The clock starts before the NOTIFY is sent: the service may answer before the statement's
+	// own reply reaches this process (a busy machine delays it by tens of milliseconds).
+	sent := time.Now()
 	if _, err := conn.Exec(ctx, "NOTIFY "+liveChannel); err != nil {
 		return r, err
 	}
-	sent := time.Now()
 	run.await(ctx, round+1, 10*time.Second)
 	time.Sleep(liveSettle) // a second recomputation or event would come now
 	after, err := run.scrape()
@@ -555,6 +560,22 @@ func (run *liveRun) scrape() (liveMetrics, error) {
 		return m, fmt.Errorf("the service's metrics lack a counter (recomputations, statements, their time, pushes found: %v)", ok)
 	}
 	return m, nil
+}
+
+// awaitDataVersion waits until the service's answer cache has read the data version.
+func (run *liveRun) awaitDataVersion(limit time.Duration) error {
+	for deadline := time.Now().Add(limit); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		resp, err := http.Get(run.metrics)
+		if err != nil {
+			continue
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err == nil && strings.Contains(string(b), "\nemsquery_cache_data_version_age_seconds") {
+			return nil
+		}
+	}
+	return fmt.Errorf("the service did not read the data version within %s", limit)
 }
 
 // closeAll ends every stream (the client closes its connection).
