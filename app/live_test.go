@@ -213,7 +213,7 @@ func TestLiveAnswerFollowsTheData(t *testing.T) {
 		t.Fatalf("an unchanged answer was sent again: %q %s", ev.name, ev.data)
 	}
 
-	// An INSERT: the new answer within CACHE__MAX_STALENESS (2 s; 1 s more for the machine).
+	// An INSERT: the new answer within CACHE__MAX_STALENESS (2 s; 2 s more for a busy machine).
 	inserted := time.Now()
 	if _, err := pool.Exec(context.Background(), `INSERT INTO fact_record (record_id, occurred_at, station_id, station) VALUES (930001, '2024-03-10 12:00', 2, 'North Harbour')`); err != nil {
 		t.Fatal(err)
@@ -222,7 +222,7 @@ func TestLiveAnswerFollowsTheData(t *testing.T) {
 	if !ok {
 		t.Fatal("no answer after the INSERT")
 	}
-	if took := ev.at.Sub(inserted); took > 3*time.Second {
+	if took := ev.at.Sub(inserted); took > 4*time.Second {
 		t.Errorf("the new answer came %s after the INSERT; CACHE__MAX_STALENESS is 2 s", took)
 	}
 	if got, want := liveCountOf(t, ev), sqlCount(t, db); got != want {
@@ -267,7 +267,8 @@ func TestLiveAnswerAfterNotify(t *testing.T) {
 	if !ok {
 		t.Fatal("no answer after the NOTIFY")
 	}
-	if took := ev.at.Sub(notified); took > time.Second {
+	// At once: a busy machine's scheduling aside, an hour before the next poll.
+	if took := ev.at.Sub(notified); took > 2*time.Second {
 		t.Errorf("the new answer came %s after the NOTIFY", took)
 	}
 	if got, want := liveCountOf(t, ev), sqlCount(t, db); got != want || got != first+1 {
