@@ -443,6 +443,7 @@ func TestLiveShutdown(t *testing.T) {
 	if _, _, ok := s.next(10 * time.Second); !ok {
 		t.Fatal("no first answer")
 	}
+	stopped := time.Now()
 	svc.Signal(syscall.SIGTERM)
 	ev, _, ok := s.next(5 * time.Second)
 	if !ok || ev.name != "complete" {
@@ -454,6 +455,10 @@ func TestLiveShutdown(t *testing.T) {
 	code, err := svc.Wait(15 * time.Second)
 	if err != nil || code != 0 {
 		t.Fatalf("exit %d (%v); want 0", code, err)
+	}
+	// Not held until APP__SHUTDOWN_TIMEOUT (10 s here) by a stream that would never end.
+	if took := time.Since(stopped); took > 5*time.Second {
+		t.Errorf("the service took %s to stop with a stream open", took)
 	}
 }
 
