@@ -58,6 +58,9 @@ func startServiceWith(ctx context.Context, bin, workDir string, db dbTarget, rec
 		"LOG__PATH":         filepath.Join(workDir, "logs"), "LOG__CONSOLE__ENABLED": "false",
 		"OTEL_METRICS_EXPORTER": "none",
 		"OTEL_TRACES_EXPORTER":  "none",
+		// The export's lines measure its throughput at c=16, not LIMITS__MAX_CONCURRENT_EXPORTS
+		// (2 by default, which refuses the 3rd: app/callers_test.go tests that bound).
+		"LIMITS__MAX_CONCURRENT_EXPORTS": "16",
 	}
 	url, err := launcher.Loopback(settings)
 	if err != nil {
