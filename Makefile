@@ -8,7 +8,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 GQLGEN_CONFIGS := $(wildcard app/gql*/gqlgen.yml)
 
-.PHONY: build demo demo-stop test test-traces test-deps check generate generate-check lint tidy-check imports-check bench soak clean
+.PHONY: build demo demo-stop test test-traces test-deps check generate generate-check lint tidy-check imports-check bench bench-smoke soak clean
 
 build:
 	go build -trimpath -ldflags "$(LDFLAGS)" -o bin/emsquery .
@@ -88,6 +88,13 @@ soak:
 bench:
 	scripts/ensure-postgres.sh >/dev/null
 	go run ./bench/run $(BENCH_FLAGS)
+
+# Every line of make bench, short, on the small size: that each runs and every answer checks
+# out (its figures mean nothing on a busy machine). CI runs it, so that make bench cannot break
+# unnoticed.
+bench-smoke:
+	scripts/ensure-postgres.sh >/dev/null
+	go run ./bench/run -sizes 100000 -duration 300ms -warmup 100ms -warm-duration 300ms -rounds 1 -patients-rss 0 -live-streams 100 -live-questions 10 -live-rounds 1
 
 clean:
 	rm -rf bin
