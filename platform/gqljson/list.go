@@ -84,7 +84,7 @@ func (c *chunked) done() [][]byte {
 // elements, so that the list is never held as Go values: see NewList.
 type List[T any] struct {
 	enc  encoder
-	flat []fieldEncoder // the elements' fields, when every one is a scalar (see AddRow)
+	flat []fieldEncoder // the elements' fields, when every one is a scalar (see Rows)
 	// compileFlat compiles flat on the first call of Rows.
 	compileFlat func() []fieldEncoder
 	nonNull     bool // the elements' GraphQL type
@@ -166,15 +166,8 @@ func (l *List[T]) Add(v *T) bool {
 	return true
 }
 
-// FieldFunc appends to b the JSON of the field of T whose struct field index is i, for the
-// element AddRow is writing, exactly as the List would write that field's Go value:
-// strconv.AppendInt for an Int, AppendFloat for a Float, AppendString for a String,
-// strconv.AppendBool for a Boolean. Appending nothing means the value is nil (null); false means
-// the List would refuse the value (AppendFloat's false).
-type FieldFunc func(b []byte, i int) ([]byte, bool)
-
-// Rows reports whether AddRow may be used: every field selected in the elements is a built-in
-// scalar (or __typename).
+// Rows reports whether rows may be written (Fill's rows): every field selected in the elements
+// is a built-in scalar (or __typename).
 func (l *List[T]) Rows() bool {
 	if l.compileFlat != nil {
 		l.flat, l.compileFlat = l.compileFlat(), nil
@@ -182,12 +175,12 @@ func (l *List[T]) Rows() bool {
 	return l.flat != nil
 }
 
-// AddRow writes one element as Add would write a T whose fields hold the values field writes,
-// for a resolver that has the values in another form (a row as the database sent it) and would
-// otherwise build a T only to have it read back. false as for Add, and when Rows is false.
-func (l *List[T]) AddRow(field FieldFunc) bool {
-	if l.bad || !l.Rows() {
-		l.bad = true
+// addRaw writes one element as Add would write a T whose fields hold the values of row, a row
+// as the database sent it, field writing the JSON of column i's bytes v as Fill says (a NULL
+// column, or nothing appended, is null); false as for Add. One call per column: a whole-table
+// list writes millions of them.
+func (l *List[T]) addRaw(row [][]byte, field func(b []byte, i int, v []byte) ([]byte, bool)) bool {
+	if l.bad {
 		return false
 	}
 	b := l.out.b
@@ -204,13 +197,23 @@ func (l *List[T]) AddRow(field FieldFunc) bool {
 			b = append(b, f.lit...)
 			continue
 		}
-		n := len(b)
-		var ok bool
-		if b, ok = field(b, f.index); !ok || len(b) == n && f.nonNull {
+		if f.index >= len(row) {
 			l.bad = true
 			return false
 		}
-		if len(b) == n {
+		n := len(b)
+		if v := row[f.index]; v != nil {
+			var ok bool
+			if b, ok = field(b, f.index, v); !ok {
+				l.bad = true
+				return false
+			}
+		}
+		if len(b) == n { // nothing appended: null
+			if f.nonNull {
+				l.bad = true
+				return false
+			}
 			b = append(b, "null"...)
 		}
 	}
@@ -226,29 +229,19 @@ func (l *List[T]) AddRow(field FieldFunc) bool {
 // Fill writes the whole list and ends it (Done): from rows when every selected field is a
 // scalar (Rows), the element's field i from the row's column i (its struct fields and the
 // columns in the same order): a NULL column as null, any other by field, which appends the JSON
-// of column i's bytes v as a FieldFunc would; otherwise from values, element by element (Add).
-// rows and values call their yield for each row or element until it returns false, and report
-// whether they came to the end; rows may be nil. done is false (and err nil) when the list
-// holds a value GraphQL cannot answer (ErrUnwritable).
+// of column i's bytes v exactly as the List would write the field's Go value (strconv.AppendInt
+// for an Int, jsonscalar's AppendFloat for a Float and AppendString for a String,
+// strconv.AppendBool for a Boolean; false where the List would refuse the value); otherwise
+// from values, element by element (Add). rows and values call their yield for each row or
+// element until it returns false, and report whether they came to the end; rows may be nil.
+// done is false (and err nil) when the list holds a value GraphQL cannot answer
+// (ErrUnwritable).
 func (l *List[T]) Fill(rows func(yield func(row [][]byte) bool) (bool, error),
 	field func(b []byte, i int, v []byte) ([]byte, bool),
 	values func(yield func(*T) bool) (bool, error)) (done bool, err error) {
 	var complete bool
 	if rows != nil && l.Rows() {
-		var row [][]byte
-		f := func(b []byte, i int) ([]byte, bool) {
-			switch {
-			case i >= len(row):
-				return b, false
-			case row[i] == nil:
-				return b, true // nothing appended: null
-			}
-			return field(b, i, row[i])
-		}
-		complete, err = rows(func(r [][]byte) bool {
-			row = r
-			return l.AddRow(f)
-		})
+		complete, err = rows(func(row [][]byte) bool { return l.addRaw(row, field) })
 	} else {
 		complete, err = values(l.Add)
 	}
