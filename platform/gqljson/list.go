@@ -5,6 +5,7 @@ import (
 	"io"
 	"reflect"
 	"slices"
+	"sync"
 	"sync/atomic"
 
 	"github.com/99designs/gqlgen/graphql"
@@ -39,8 +40,8 @@ func (c *chunked) flush() {
 // copies and allocates a list's JSON about five times over.
 func (c *chunked) cut(elemLen int) {
 	switch {
-	case c.sink != nil && len(c.b) >= streamChunk-streamChunk/8:
-		c.flush()
+	case c.sink != nil && (len(c.b) >= streamChunk-streamChunk/8 || cap(c.b) >= streamChunk && cap(c.b)-len(c.b) < 2*elemLen):
+		c.flush() // written: a streamed chunk never grows past streamChunk
 	case c.sink != nil && cap(c.b)-len(c.b) < 2*elemLen:
 		b := make([]byte, len(c.b), min(max(2*cap(c.b), firstChunk), streamChunk))
 		copy(b, c.b)
@@ -124,14 +125,26 @@ func NewList[T any](w *Writer, oc *graphql.OperationContext, fc *graphql.FieldCo
 			return &compiled{flat: fields}
 		}).flat
 	}
-	room := firstChunk
-	if l.size != nil {
-		room = min(max(room, int(l.size.Load())+int(l.size.Load())/8), chunkSize)
-	}
-	l.out.b = make([]byte, 0, room)
-	l.out.b = append(l.out.b, '[')
 	return l
 }
+
+// begin starts the list's JSON, in a chunk as large as the field's last list (Writer.lastSize)
+// unless WriteTo gave it one.
+func (l *List[T]) begin() {
+	if l.out.b == nil {
+		room := firstChunk
+		if l.size != nil {
+			room = min(max(room, int(l.size.Load())+int(l.size.Load())/8), chunkSize)
+		}
+		l.out.b = make([]byte, 0, room)
+	}
+	l.out.b = append(l.out.b, '[')
+}
+
+// streamChunks are the chunks of streamed lists (WriteTo), reused from one list to the next:
+// a streamed list otherwise grew its chunk from firstChunk to streamChunk, most of a light
+// request's allocations (a small whole table, such as the resources, is streamed too).
+var streamChunks = sync.Pool{New: func() any { b := make([]byte, 0, streamChunk); return &b }}
 
 // Add writes one element; false when it holds a value gqlgen would refuse (a null where the
 // schema forbids one, a NaN): the resolver must then stop and return its value as usual, so
@@ -239,6 +252,7 @@ func (l *List[T]) addRaw(row [][]byte, field func(b []byte, i int, v []byte) ([]
 func (l *List[T]) Fill(rows func(yield func(row [][]byte) bool) (bool, error),
 	field func(b []byte, i int, v []byte) ([]byte, bool),
 	values func(yield func(*T) bool) (bool, error)) (done bool, err error) {
+	l.begin()
 	var complete bool
 	if rows != nil && l.Rows() {
 		complete, err = rows(func(row [][]byte) bool { return l.addRaw(row, field) })
@@ -262,6 +276,17 @@ func (l *List[T]) WriteTo(sink io.Writer, rows func(yield func(row [][]byte) boo
 	field func(b []byte, i int, v []byte) ([]byte, bool),
 	values func(yield func(*T) bool) (bool, error)) error {
 	l.out.sink = sink
+	chunk := streamChunks.Get().(*[]byte)
+	l.out.b = (*chunk)[:0]
+	defer func() {
+		// The sink copied what it was given (io.Writer); a chunk grown past streamChunk (one
+		// element larger than that) is left to the collector.
+		if cap(l.out.b) == streamChunk {
+			*chunk = l.out.b[:0]
+			streamChunks.Put(chunk)
+		}
+		l.out.b = nil
+	}()
 	done, err := l.Fill(rows, field, values)
 	switch {
 	case l.out.err != nil:

@@ -62,7 +62,10 @@ func run(c *fiber.Ctx, timeout time.Duration, cause error, answer func(ctx conte
 		stopTimer()
 		cancel(nil)
 		w.writeHead(c)
-		c.Response().SetBodyRaw(w.held)
+		// Copied into fasthttp's own body buffer, reused from one response to the next, so
+		// that the held bytes can be too.
+		c.Response().SetBody(w.held)
+		w.release()
 		if httpbridge.IsClientGone(context.Cause(ctx)) {
 			c.Status(httpbridge.StatusClientClosedRequest)
 		}
@@ -97,6 +100,7 @@ type streamWriter struct {
 	header  http.Header
 	status  int
 	held    []byte
+	heldBuf *[]byte       // held's buffer, from heldBuffers
 	started chan struct{} // closed when the held bytes overflow streamAt
 	flowing chan struct{} // closed when the pipe is in place
 	pipe    *httpbridge.Pipe
@@ -120,7 +124,7 @@ func (w *streamWriter) Write(p []byte) (int, error) {
 	w.mu.Unlock()
 	if !streaming {
 		if len(w.held)+len(p) <= streamAt {
-			w.held = append(w.held, p...)
+			w.hold(p)
 			return len(p), nil
 		}
 		w.mu.Lock()
@@ -131,9 +135,31 @@ func (w *streamWriter) Write(p []byte) (int, error) {
 		if _, err := w.pipe.Write(w.held); err != nil {
 			return 0, err
 		}
-		w.held = nil
+		w.release()
 	}
 	return w.pipe.Write(p)
+}
+
+// heldBuffers are streamWriters' held bytes, reused: an answer held whole grew them by
+// appending, allocating about three times its size.
+var heldBuffers = sync.Pool{New: func() any { b := make([]byte, 0, streamAt); return &b }}
+
+// hold appends p to the held bytes, in a buffer from heldBuffers.
+func (w *streamWriter) hold(p []byte) {
+	if w.heldBuf == nil {
+		w.heldBuf = heldBuffers.Get().(*[]byte)
+		w.held = (*w.heldBuf)[:0]
+	}
+	w.held = append(w.held, p...)
+}
+
+// release gives the held bytes' buffer back once they were copied out.
+func (w *streamWriter) release() {
+	if w.heldBuf != nil && cap(w.held) == streamAt {
+		*w.heldBuf = w.held[:0]
+		heldBuffers.Put(w.heldBuf)
+	}
+	w.held, w.heldBuf = nil, nil
 }
 
 // Reset drops the held bytes, status and headers while nothing was sent.
