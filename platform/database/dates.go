@@ -59,10 +59,17 @@ func AppendDate(b []byte, raw []byte) ([]byte, bool) {
 			y, m = y+1, m-12
 		}
 		if y <= 9999 {
-			date := [10]byte{byte('0' + y/1000), byte('0' + y/100%10), byte('0' + y/10%10), byte('0' + y%10), '-',
-				byte('0' + m/10), byte('0' + m%10), '-', byte('0' + d/10), byte('0' + d%10)}
+			// Two digits at a time from a table: the divisions by ten cost as much as the rest.
+			c, yy := y/100, y%100
+			date := [10]byte{twoDigits[2*c], twoDigits[2*c+1], twoDigits[2*yy], twoDigits[2*yy+1], '-',
+				twoDigits[2*m], twoDigits[2*m+1], '-', twoDigits[2*d], twoDigits[2*d+1]}
 			return append(b, date[:]...), true
 		}
 	}
 	return append(b, FormatDate(pgtype.Date{Time: time.Date(2000, 1, int(1+days), 0, 0, 0, 0, time.UTC), Valid: true})...), true
 }
+
+// twoDigits spells 00 to 99.
+const twoDigits = "00010203040506070809101112131415161718192021222324252627282930313233343536373839" +
+	"40414243444546474849505152535455565758596061626364656667686970717273747576777879" +
+	"8081828384858687888990919293949596979899"
