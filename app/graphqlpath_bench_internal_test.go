@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"net"
 	"net/http/httputil"
 	"os"
@@ -258,7 +257,7 @@ func BenchmarkGraphQLPathPatients(b *testing.B) {
 }
 
 // memoryPatients answers patients with rows held in memory, as the database would send them
-// (patientsSQL's columns in patientFormats), written by the module's own column writer: the
+// (patientRowsSQL's columns in patientFormats), written by the module's own column writer: the
 // list's encoding and sending without the database.
 type memoryPatients struct {
 	*fakePublic
@@ -292,9 +291,10 @@ func BenchmarkGraphQLPathPatientsEncode(b *testing.B) {
 		if (i+1)%17 != 0 {
 			age = strconv.AppendInt(nil, int64((i+1)%100), 10)
 		}
-		// date '1920-01-01' + i % 30000, in days from 2000-01-01; the weight (400 + i % 900) / 10.
+		// date '1920-01-01' + i % 30000, in days from 2000-01-01; the weight (400 + i % 900) / 10,
+		// numeric(5,1) as text.
 		born := binary.BigEndian.AppendUint32(nil, uint32(int32(-29220+(i+1)%30000)))
-		weight := binary.BigEndian.AppendUint64(nil, math.Float64bits(float64(400+(i+1)%900)/10))
+		weight := strconv.AppendFloat(nil, float64(400+(i+1)%900)/10, 'f', 1, 64)
 		rows[i] = [][]byte{sk, age, born, genders[(i+1)%3], weight}
 	}
 	url := benchServer(b, &gqlpublic.Config{Resolvers: memoryPatients{&fakePublic{}, rows}})
