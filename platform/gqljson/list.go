@@ -86,6 +86,7 @@ func (c *chunked) done() [][]byte {
 type List[T any] struct {
 	enc  encoder
 	flat []fieldEncoder // the elements' fields, when every one is a scalar (see Rows)
+	keys []shortKey     // flat's keys, for addRaw
 	// compileFlat compiles flat on the first call of Rows.
 	compileFlat func() []fieldEncoder
 	nonNull     bool // the elements' GraphQL type
@@ -184,8 +185,26 @@ func (l *List[T]) Add(v *T) bool {
 func (l *List[T]) Rows() bool {
 	if l.compileFlat != nil {
 		l.flat, l.compileFlat = l.compileFlat(), nil
+		l.keys = make([]shortKey, len(l.flat))
+		for i, f := range l.flat {
+			l.keys[i].n = copy(l.keys[i].b[:], f.key)
+			if len(f.key) > keyRoom {
+				l.keys[i].n = -1
+			}
+		}
 	}
 	return l.flat != nil
+}
+
+// keyRoom is what a shortKey holds: most keys (`,"date_of_birth":`) are shorter.
+const keyRoom = 32
+
+// shortKey is a field's key in a fixed array, which addRaw copies whole, in two moves, and then
+// counts n bytes of (n < 0: a longer key, appended): appending a key called memmove, a tenth of
+// a whole-table list's processor time with the values' appends.
+type shortKey struct {
+	b [keyRoom]byte
+	n int
 }
 
 // addRaw writes one element as Add would write a T whose fields hold the values of row, a row
@@ -204,8 +223,14 @@ func (l *List[T]) addRaw(row [][]byte, field func(b []byte, i int, v []byte) ([]
 	before := len(b)
 	b = append(b, '{')
 	for i := range l.flat {
-		f := &l.flat[i]
-		b = append(b, f.key...)
+		f, k := &l.flat[i], &l.keys[i]
+		if n := len(b); k.n >= 0 && cap(b)-n >= keyRoom {
+			b = b[:n+keyRoom]
+			*(*[keyRoom]byte)(b[n:]) = k.b
+			b = b[:n+k.n]
+		} else {
+			b = append(b, f.key...)
+		}
 		if f.enc == nil {
 			b = append(b, f.lit...)
 			continue
