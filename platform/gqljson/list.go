@@ -26,12 +26,24 @@ type chunked struct {
 	err  error // the sink's
 }
 
-// flush writes the current chunk to the sink.
+// flush writes the current chunk to the sink: handing it over when the sink takes it whole
+// (swapper), which spares copying a streamed list's JSON once more.
 func (c *chunked) flush() {
+	if s, ok := c.sink.(swapper); ok && c.err == nil && len(c.b) > 0 {
+		c.b, c.err = s.Swap(c.b)
+		c.b = c.b[:0]
+		return
+	}
 	if c.err == nil && len(c.b) > 0 {
 		_, c.err = c.sink.Write(c.b)
 	}
 	c.b = c.b[:0]
+}
+
+// swapper is a sink that takes a whole chunk instead of copying it (Swap takes b and returns
+// the buffer to fill next, nil with an error): the GraphQL path's streamed answers.
+type swapper interface {
+	Swap(b []byte) ([]byte, error)
 }
 
 // cut follows an element of elemLen bytes: it starts a new chunk when the current one is

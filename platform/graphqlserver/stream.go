@@ -211,6 +211,20 @@ func (w *streamWriter) Write(p []byte) (int, error) {
 	return w.pipe.Write(p)
 }
 
+// Swap is Write for a whole chunk that the pipe may take instead of copying it (see
+// httpbridge.Pipe.Swap), once the answer streams: gqljson's streamed lists write their chunks
+// so. It returns the buffer to fill next.
+func (w *streamWriter) Swap(b []byte) ([]byte, error) {
+	w.mu.Lock()
+	streaming := w.streaming
+	w.mu.Unlock()
+	if !streaming || len(w.held) > 0 {
+		_, err := w.Write(b) // held, or streaming from this write on
+		return b[:0], err
+	}
+	return w.pipe.Swap(b)
+}
+
 // heldBuffers are streamWriters' held bytes, reused: an answer held whole grew them by
 // appending, allocating about three times its size.
 var heldBuffers = sync.Pool{New: func() any { b := make([]byte, 0, streamAt); return &b }}
