@@ -1,6 +1,7 @@
 package database
 
 import (
+	"encoding/binary"
 	"math"
 	"time"
 
@@ -59,17 +60,23 @@ func AppendDate(b []byte, raw []byte) ([]byte, bool) {
 			y, m = y+1, m-12
 		}
 		if y <= 9999 {
-			// Two digits at a time from a table: the divisions by ten cost as much as the rest.
-			c, yy := y/100, y%100
-			date := [10]byte{twoDigits[2*c], twoDigits[2*c+1], twoDigits[2*yy], twoDigits[2*yy+1], '-',
-				twoDigits[2*m], twoDigits[2*m+1], '-', twoDigits[2*d], twoDigits[2*d+1]}
-			return append(b, date[:]...), true
+			// Two digits at a time from a table, and "YYYY-MM-" written as one word: the
+			// divisions by ten, and the date's bytes put one by one, cost as much as the rest.
+			n := len(b)
+			b = append(b, "0000-00-00"...)
+			binary.LittleEndian.PutUint64(b[n:], uint64(digitPairs[y/100%100])|uint64(digitPairs[y%100])<<16|
+				'-'<<32|uint64(digitPairs[m%100])<<40|'-'<<56)
+			binary.LittleEndian.PutUint16(b[n+8:], digitPairs[d%100])
+			return b, true
 		}
 	}
 	return append(b, FormatDate(pgtype.Date{Time: time.Date(2000, 1, int(1+days), 0, 0, 0, 0, time.UTC), Valid: true})...), true
 }
 
-// twoDigits spells 00 to 99.
-const twoDigits = "00010203040506070809101112131415161718192021222324252627282930313233343536373839" +
-	"40414243444546474849505152535455565758596061626364656667686970717273747576777879" +
-	"8081828384858687888990919293949596979899"
+// digitPairs are 00 to 99, each as the two bytes it is spelled with, first in the low byte.
+var digitPairs = func() (t [100]uint16) {
+	for i := range t {
+		t[i] = uint16('0'+i/10) | uint16('0'+i%10)<<8
+	}
+	return t
+}()
