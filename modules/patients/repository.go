@@ -2,8 +2,6 @@ package patients
 
 import (
 	"context"
-	"encoding/binary"
-	"math"
 	"strconv"
 	"strings"
 
@@ -34,6 +32,13 @@ const (
 // float8 exactly as pgx would (correctly rounded from the decimal), and decoding numeric in Go
 // costs more than the rest of the row together.
 const patientsSQL = `SELECT sk_patient, age, date_of_birth, gender, weight::float8 FROM dim_patient WHERE sk_patient > $1 ORDER BY sk_patient LIMIT $2`
+
+// patientRowsSQL is patientsSQL for the rows read raw (EachPatientRow), weight as the numeric it
+// is: the database converts a numeric to float8 by printing it and parsing the text, which for
+// 1,000,000 patients cost it 0.61 s of processor time against 0.43 s for the numeric's text
+// (and 0.45 s for the hand-written SELECT *). appendPatientField writes the float64 nearest to
+// the text (jsonscalar.AppendDecimal): the float8 the database would have sent.
+const patientRowsSQL = `SELECT sk_patient, age, date_of_birth, gender, weight FROM dim_patient WHERE sk_patient > $1 ORDER BY sk_patient LIMIT $2`
 
 // EachPatient reads the dim_patient rows of page ordered by sk_patient and hands each to fn without
 // keeping it: the Patient and the values its Age, DateOfBirth and Weight point to are reused for
@@ -76,17 +81,17 @@ func (r *Repository) EachPatient(ctx context.Context, page keyset.Page, fn func(
 	return ok, err
 }
 
-// patientFormats are the formats EachPatientRow asks for patientsSQL's columns in: the integers
-// and the text as text, whose bytes are their JSON or nearly (a text value is the same bytes in
-// either format); the date and the float8 in binary, whose text would depend on the session's
-// DateStyle and extra_float_digits.
-var patientFormats = []int16{pgx.TextFormatCode, pgx.TextFormatCode, pgx.BinaryFormatCode, pgx.TextFormatCode, pgx.BinaryFormatCode}
+// patientFormats are the formats EachPatientRow asks for patientRowsSQL's columns in: the
+// integers, the text and the numeric as text, whose bytes are their JSON or nearly (a text
+// value is the same bytes in either format; a numeric's text depends on no setting); the date
+// in binary, whose text would depend on the session's DateStyle.
+var patientFormats = []int16{pgx.TextFormatCode, pgx.TextFormatCode, pgx.BinaryFormatCode, pgx.TextFormatCode, pgx.TextFormatCode}
 
 // EachPatientRow reads the dim_patient rows of page ordered by sk_patient, as EachPatient does,
-// and hands each to fn as the database sent it: patientsSQL's columns in patientFormats, nil for
+// and hands each to fn as the database sent it: patientRowsSQL's columns in patientFormats, nil for
 // NULL, valid only until fn returns. It returns false when fn refused a row, as EachPatient.
 func (r *Repository) EachPatientRow(ctx context.Context, page keyset.Page, fn func(row [][]byte) bool) (bool, error) {
-	return r.db.ForEachRawRow(ctx, opPatients, patientsSQL, page.Args(), patientFormats, fn)
+	return r.db.ForEachRawRow(ctx, opPatients, patientRowsSQL, page.Args(), patientFormats, fn)
 }
 
 // PatientList is the patients of page as a list root field writes them (graphqlserver.List): the rows
@@ -106,7 +111,7 @@ func (r *Repository) PatientList(page keyset.Page) graphqlserver.Source[Patient]
 }
 
 // appendPatientField writes column i of a row of EachPatientRow, whose bytes are v (never NULL),
-// as the JSON of Patient's struct field i (patientsSQL selects them in the order of the struct),
+// as the JSON of Patient's struct field i (patientRowsSQL selects them in the order of the struct),
 // exactly as the Go value EachPatient would decode is written.
 func appendPatientField(b []byte, i int, v []byte) ([]byte, bool) {
 	switch i {
@@ -118,11 +123,8 @@ func appendPatientField(b []byte, i int, v []byte) ([]byte, bool) {
 		return append(b, '"'), ok
 	case 3: // gender
 		return jsonscalar.AppendString(b, v), true
-	case 4: // weight: float8 in binary
-		if len(v) != 8 {
-			return b, false
-		}
-		return jsonscalar.AppendFloat(b, math.Float64frombits(binary.BigEndian.Uint64(v)))
+	case 4: // weight: the numeric's text
+		return jsonscalar.AppendDecimal(b, v)
 	}
 	return b, false
 }
@@ -207,6 +209,10 @@ next:
 // oxygensSQL reads a page of fact_oxygen; flow_rate as float8, as patientsSQL reads weight.
 const oxygensSQL = `SELECT sk_oxygen, record_id, route, flow_rate::float8, administered_at FROM fact_oxygen WHERE sk_oxygen > $1 ORDER BY sk_oxygen LIMIT $2`
 
+// oxygenRowsSQL is oxygensSQL for the rows read raw (EachOxygenRow), flow_rate as the numeric it
+// is, as patientRowsSQL reads weight.
+const oxygenRowsSQL = `SELECT sk_oxygen, record_id, route, flow_rate, administered_at FROM fact_oxygen WHERE sk_oxygen > $1 ORDER BY sk_oxygen LIMIT $2`
+
 // EachOxygen reads the fact_oxygen rows of page ordered by sk_oxygen, as Oxygens does without
 // distinct fields, and hands each to fn as EachPatient does (Route is interned).
 func (r *Repository) EachOxygen(ctx context.Context, page keyset.Page, fn func(*Oxygen) bool) (bool, error) {
@@ -228,7 +234,7 @@ func (r *Repository) OxygenList(page keyset.Page) graphqlserver.Source[Oxygen] {
 	}
 }
 
-// appendOxygenField is appendPatientField for a row of EachOxygenRow (oxygensSQL selects
+// appendOxygenField is appendPatientField for a row of EachOxygenRow (oxygenRowsSQL selects
 // Oxygen's fields in the order of the struct).
 func appendOxygenField(b []byte, i int, v []byte) ([]byte, bool) {
 	switch i {
@@ -236,11 +242,8 @@ func appendOxygenField(b []byte, i int, v []byte) ([]byte, bool) {
 		return append(b, v...), true
 	case 2: // route
 		return jsonscalar.AppendString(b, v), true
-	case 3: // flow_rate: float8 in binary
-		if len(v) != 8 {
-			return b, false
-		}
-		return jsonscalar.AppendFloat(b, math.Float64frombits(binary.BigEndian.Uint64(v)))
+	case 3: // flow_rate: the numeric's text
+		return jsonscalar.AppendDecimal(b, v)
 	case 4: // administered_at
 		b = append(b, '"')
 		b, ok := appendTimestamp(b, v)
@@ -249,16 +252,16 @@ func appendOxygenField(b []byte, i int, v []byte) ([]byte, bool) {
 	return b, false
 }
 
-// oxygenFormats are the formats EachOxygenRow asks for oxygensSQL's columns in, as
-// patientFormats: the integers and the text as text, the float8 and the timestamp in binary
-// (the timestamp's text would depend on the session's DateStyle).
-var oxygenFormats = []int16{pgx.TextFormatCode, pgx.TextFormatCode, pgx.TextFormatCode, pgx.BinaryFormatCode, pgx.BinaryFormatCode}
+// oxygenFormats are the formats EachOxygenRow asks for oxygenRowsSQL's columns in, as
+// patientFormats: the integers, the text and the numeric as text, the timestamp in binary (its
+// text would depend on the session's DateStyle).
+var oxygenFormats = []int16{pgx.TextFormatCode, pgx.TextFormatCode, pgx.TextFormatCode, pgx.TextFormatCode, pgx.BinaryFormatCode}
 
 // EachOxygenRow reads the fact_oxygen rows of page ordered by sk_oxygen, as EachOxygen does, and
-// hands each to fn as the database sent it, as EachPatientRow does (oxygensSQL's columns in
+// hands each to fn as the database sent it, as EachPatientRow does (oxygenRowsSQL's columns in
 // oxygenFormats).
 func (r *Repository) EachOxygenRow(ctx context.Context, page keyset.Page, fn func(row [][]byte) bool) (bool, error) {
-	return r.db.ForEachRawRow(ctx, opOxygens, oxygensSQL, page.Args(), oxygenFormats, fn)
+	return r.db.ForEachRawRow(ctx, opOxygens, oxygenRowsSQL, page.Args(), oxygenFormats, fn)
 }
 
 // eachOxygen runs q, oxygensSQL or a distinctOxygenSQL (the same columns), and hands each row to

@@ -10,6 +10,6 @@ import (
 // i: the struct's fields and the statement's columns must stay in the same order, one format
 // each.
 func TestFieldsAreTheColumnsInOrder(t *testing.T) {
-	dbtest.FieldsAreColumns[Patient](t, patientsSQL, patientFormats)
-	dbtest.FieldsAreColumns[Oxygen](t, oxygensSQL, oxygenFormats)
+	dbtest.FieldsAreColumns[Patient](t, patientRowsSQL, patientFormats)
+	dbtest.FieldsAreColumns[Oxygen](t, oxygenRowsSQL, oxygenFormats)
 }

@@ -3,6 +3,7 @@
 package database
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
@@ -175,6 +177,7 @@ func PoolConfig(d config.Database, limits config.Limits) (*pgxpool.Config, error
 	// twice as slow. Unnamed statements also live only within one message, so they work through
 	// PgBouncer's transaction pooling, which cannot keep named ones.
 	cc.DefaultQueryExecMode = pgx.QueryExecModeCacheDescribe
+	cc.BuildFrontend = bufferedFrontend
 
 	pc.MinConns = int32(d.PoolSize)
 	pc.MaxConns = int32(d.PoolSize + d.MaxOverflow)
@@ -189,6 +192,21 @@ func PoolConfig(d config.Database, limits config.Limits) (*pgxpool.Config, error
 	// drops that connection and takes or opens another, on another host when this one is down.
 	pc.PingTimeout = pingTimeout
 	return pc, nil
+}
+
+// readBufferSize is what one read from a database connection takes at most. pgx reads into
+// its 8 KiB message buffer, often only the part of it left after the last whole message: a
+// whole-table list (1,000,000 patients, 60 MB from the database) took about 18,000 read system
+// calls, which cost more processor time than encoding the rows. Through a buffer this large,
+// each read takes what the socket holds.
+const readBufferSize = 64 << 10
+
+// bufferedFrontend is pgx's frontend reading its connection through a readBufferSize buffer.
+// The frontend is the connection's only reader (the service never uses the net.Conn directly,
+// nor pgconn's SyncConn or Hijack, which would not see this buffer), and its message buffer
+// already reads ahead of the message being read: this buffer only reads further ahead.
+func bufferedFrontend(r io.Reader, w io.Writer) *pgproto3.Frontend {
+	return pgproto3.NewFrontend(bufio.NewReaderSize(r, readBufferSize), w)
 }
 
 // healthCheckPeriod is how often pgxpool closes idle connections past MaxConnIdleTime or

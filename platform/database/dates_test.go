@@ -40,3 +40,16 @@ func TestAppendDateMatchesFormatDate(t *testing.T) {
 		t.Fatal("AppendDate accepted 3 bytes")
 	}
 }
+
+// BenchmarkAppendDate writes dates of birth spread over a century, as the patients list does.
+func BenchmarkAppendDate(b *testing.B) {
+	raws := make([][]byte, 4096)
+	for i := range raws {
+		days := int32(-36500 + i*9)
+		raws[i] = []byte{byte(days >> 24), byte(days >> 16), byte(days >> 8), byte(days)}
+	}
+	buf := make([]byte, 0, 64)
+	for i := 0; b.Loop(); i++ {
+		buf, _ = AppendDate(buf[:0], raws[i%len(raws)])
+	}
+}

@@ -220,7 +220,7 @@ type fieldEncoder struct {
 	index int     // of the struct field
 	enc   encoder // nil for __typename
 	lit   []byte  // __typename's value
-	// scalar: the field is a built-in scalar (or a pointer to one), which AddRow may be given
+	// scalar: the field is a built-in scalar (or a pointer to one), which Fill's rows may give
 	// as its JSON; nonNull: its GraphQL type forbids null.
 	scalar, nonNull bool
 }

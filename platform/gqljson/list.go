@@ -5,6 +5,7 @@ import (
 	"io"
 	"reflect"
 	"slices"
+	"sync"
 	"sync/atomic"
 
 	"github.com/99designs/gqlgen/graphql"
@@ -25,12 +26,24 @@ type chunked struct {
 	err  error // the sink's
 }
 
-// flush writes the current chunk to the sink.
+// flush writes the current chunk to the sink: handing it over when the sink takes it whole
+// (swapper), which spares copying a streamed list's JSON once more.
 func (c *chunked) flush() {
+	if s, ok := c.sink.(swapper); ok && c.err == nil && len(c.b) > 0 {
+		c.b, c.err = s.Swap(c.b)
+		c.b = c.b[:0]
+		return
+	}
 	if c.err == nil && len(c.b) > 0 {
 		_, c.err = c.sink.Write(c.b)
 	}
 	c.b = c.b[:0]
+}
+
+// swapper is a sink that takes a whole chunk instead of copying it (Swap takes b and returns
+// the buffer to fill next, nil with an error): the GraphQL path's streamed answers.
+type swapper interface {
+	Swap(b []byte) ([]byte, error)
 }
 
 // cut follows an element of elemLen bytes: it starts a new chunk when the current one is
@@ -39,8 +52,8 @@ func (c *chunked) flush() {
 // copies and allocates a list's JSON about five times over.
 func (c *chunked) cut(elemLen int) {
 	switch {
-	case c.sink != nil && len(c.b) >= streamChunk-streamChunk/8:
-		c.flush()
+	case c.sink != nil && (len(c.b) >= streamChunk-streamChunk/8 || cap(c.b) >= streamChunk && cap(c.b)-len(c.b) < 2*elemLen):
+		c.flush() // written: a streamed chunk never grows past streamChunk
 	case c.sink != nil && cap(c.b)-len(c.b) < 2*elemLen:
 		b := make([]byte, len(c.b), min(max(2*cap(c.b), firstChunk), streamChunk))
 		copy(b, c.b)
@@ -84,7 +97,8 @@ func (c *chunked) done() [][]byte {
 // elements, so that the list is never held as Go values: see NewList.
 type List[T any] struct {
 	enc  encoder
-	flat []fieldEncoder // the elements' fields, when every one is a scalar (see AddRow)
+	flat []fieldEncoder // the elements' fields, when every one is a scalar (see Rows)
+	keys []shortKey     // flat's keys, for addRaw
 	// compileFlat compiles flat on the first call of Rows.
 	compileFlat func() []fieldEncoder
 	nonNull     bool // the elements' GraphQL type
@@ -124,14 +138,26 @@ func NewList[T any](w *Writer, oc *graphql.OperationContext, fc *graphql.FieldCo
 			return &compiled{flat: fields}
 		}).flat
 	}
-	room := firstChunk
-	if l.size != nil {
-		room = min(max(room, int(l.size.Load())+int(l.size.Load())/8), chunkSize)
-	}
-	l.out.b = make([]byte, 0, room)
-	l.out.b = append(l.out.b, '[')
 	return l
 }
+
+// begin starts the list's JSON, in a chunk as large as the field's last list (Writer.lastSize)
+// unless WriteTo gave it one.
+func (l *List[T]) begin() {
+	if l.out.b == nil {
+		room := firstChunk
+		if l.size != nil {
+			room = min(max(room, int(l.size.Load())+int(l.size.Load())/8), chunkSize)
+		}
+		l.out.b = make([]byte, 0, room)
+	}
+	l.out.b = append(l.out.b, '[')
+}
+
+// streamChunks are the chunks of streamed lists (WriteTo), reused from one list to the next:
+// a streamed list otherwise grew its chunk from firstChunk to streamChunk, most of a light
+// request's allocations (a small whole table, such as the resources, is streamed too).
+var streamChunks = sync.Pool{New: func() any { b := make([]byte, 0, streamChunk); return &b }}
 
 // Add writes one element; false when it holds a value gqlgen would refuse (a null where the
 // schema forbids one, a NaN): the resolver must then stop and return its value as usual, so
@@ -166,28 +192,39 @@ func (l *List[T]) Add(v *T) bool {
 	return true
 }
 
-// FieldFunc appends to b the JSON of the field of T whose struct field index is i, for the
-// element AddRow is writing, exactly as the List would write that field's Go value:
-// strconv.AppendInt for an Int, AppendFloat for a Float, AppendString for a String,
-// strconv.AppendBool for a Boolean. Appending nothing means the value is nil (null); false means
-// the List would refuse the value (AppendFloat's false).
-type FieldFunc func(b []byte, i int) ([]byte, bool)
-
-// Rows reports whether AddRow may be used: every field selected in the elements is a built-in
-// scalar (or __typename).
+// Rows reports whether rows may be written (Fill's rows): every field selected in the elements
+// is a built-in scalar (or __typename).
 func (l *List[T]) Rows() bool {
 	if l.compileFlat != nil {
 		l.flat, l.compileFlat = l.compileFlat(), nil
+		l.keys = make([]shortKey, len(l.flat))
+		for i, f := range l.flat {
+			l.keys[i].n = copy(l.keys[i].b[:], f.key)
+			if len(f.key) > keyRoom {
+				l.keys[i].n = -1
+			}
+		}
 	}
 	return l.flat != nil
 }
 
-// AddRow writes one element as Add would write a T whose fields hold the values field writes,
-// for a resolver that has the values in another form (a row as the database sent it) and would
-// otherwise build a T only to have it read back. false as for Add, and when Rows is false.
-func (l *List[T]) AddRow(field FieldFunc) bool {
-	if l.bad || !l.Rows() {
-		l.bad = true
+// keyRoom is what a shortKey holds: most keys (`,"date_of_birth":`) are shorter.
+const keyRoom = 32
+
+// shortKey is a field's key in a fixed array, which addRaw copies whole, in two moves, and then
+// counts n bytes of (n < 0: a longer key, appended): appending a key called memmove, a tenth of
+// a whole-table list's processor time with the values' appends.
+type shortKey struct {
+	b [keyRoom]byte
+	n int
+}
+
+// addRaw writes one element as Add would write a T whose fields hold the values of row, a row
+// as the database sent it, field writing the JSON of column i's bytes v as Fill says (a NULL
+// column, or nothing appended, is null); false as for Add. One call per column: a whole-table
+// list writes millions of them.
+func (l *List[T]) addRaw(row [][]byte, field func(b []byte, i int, v []byte) ([]byte, bool)) bool {
+	if l.bad {
 		return false
 	}
 	b := l.out.b
@@ -198,19 +235,35 @@ func (l *List[T]) AddRow(field FieldFunc) bool {
 	before := len(b)
 	b = append(b, '{')
 	for i := range l.flat {
-		f := &l.flat[i]
-		b = append(b, f.key...)
+		f, k := &l.flat[i], &l.keys[i]
+		if n := len(b); k.n >= 0 && cap(b)-n >= keyRoom {
+			b = b[:n+keyRoom]
+			*(*[keyRoom]byte)(b[n:]) = k.b
+			b = b[:n+k.n]
+		} else {
+			b = append(b, f.key...)
+		}
 		if f.enc == nil {
 			b = append(b, f.lit...)
 			continue
 		}
-		n := len(b)
-		var ok bool
-		if b, ok = field(b, f.index); !ok || len(b) == n && f.nonNull {
+		if f.index >= len(row) {
 			l.bad = true
 			return false
 		}
-		if len(b) == n {
+		n := len(b)
+		if v := row[f.index]; v != nil {
+			var ok bool
+			if b, ok = field(b, f.index, v); !ok {
+				l.bad = true
+				return false
+			}
+		}
+		if len(b) == n { // nothing appended: null
+			if f.nonNull {
+				l.bad = true
+				return false
+			}
 			b = append(b, "null"...)
 		}
 	}
@@ -226,29 +279,20 @@ func (l *List[T]) AddRow(field FieldFunc) bool {
 // Fill writes the whole list and ends it (Done): from rows when every selected field is a
 // scalar (Rows), the element's field i from the row's column i (its struct fields and the
 // columns in the same order): a NULL column as null, any other by field, which appends the JSON
-// of column i's bytes v as a FieldFunc would; otherwise from values, element by element (Add).
-// rows and values call their yield for each row or element until it returns false, and report
-// whether they came to the end; rows may be nil. done is false (and err nil) when the list
-// holds a value GraphQL cannot answer (ErrUnwritable).
+// of column i's bytes v exactly as the List would write the field's Go value (strconv.AppendInt
+// for an Int, jsonscalar's AppendFloat for a Float and AppendString for a String,
+// strconv.AppendBool for a Boolean; false where the List would refuse the value); otherwise
+// from values, element by element (Add). rows and values call their yield for each row or
+// element until it returns false, and report whether they came to the end; rows may be nil.
+// done is false (and err nil) when the list holds a value GraphQL cannot answer
+// (ErrUnwritable).
 func (l *List[T]) Fill(rows func(yield func(row [][]byte) bool) (bool, error),
 	field func(b []byte, i int, v []byte) ([]byte, bool),
 	values func(yield func(*T) bool) (bool, error)) (done bool, err error) {
+	l.begin()
 	var complete bool
 	if rows != nil && l.Rows() {
-		var row [][]byte
-		f := func(b []byte, i int) ([]byte, bool) {
-			switch {
-			case i >= len(row):
-				return b, false
-			case row[i] == nil:
-				return b, true // nothing appended: null
-			}
-			return field(b, i, row[i])
-		}
-		complete, err = rows(func(r [][]byte) bool {
-			row = r
-			return l.AddRow(f)
-		})
+		complete, err = rows(func(row [][]byte) bool { return l.addRaw(row, field) })
 	} else {
 		complete, err = values(l.Add)
 	}
@@ -269,6 +313,17 @@ func (l *List[T]) WriteTo(sink io.Writer, rows func(yield func(row [][]byte) boo
 	field func(b []byte, i int, v []byte) ([]byte, bool),
 	values func(yield func(*T) bool) (bool, error)) error {
 	l.out.sink = sink
+	chunk := streamChunks.Get().(*[]byte)
+	l.out.b = (*chunk)[:0]
+	defer func() {
+		// The sink copied what it was given (io.Writer); a chunk grown past streamChunk (one
+		// element larger than that) is left to the collector.
+		if cap(l.out.b) == streamChunk {
+			*chunk = l.out.b[:0]
+			streamChunks.Put(chunk)
+		}
+		l.out.b = nil
+	}()
 	done, err := l.Fill(rows, field, values)
 	switch {
 	case l.out.err != nil:

@@ -3,8 +3,10 @@ package jsonscalar_test
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"math"
 	"math/rand/v2"
+	"strconv"
 	"testing"
 
 	"github.com/99designs/gqlgen/graphql"
@@ -75,5 +77,57 @@ func TestAppendFloatMatchesGqlgen(t *testing.T) {
 		if want := buf.String(); !ok || string(got) != want {
 			t.Fatalf("AppendFloat(%v) = %s, %v; want %s", f, got, ok, want)
 		}
+	}
+}
+
+// AppendDecimal writes what AppendFloat writes of the float64 strconv.ParseFloat makes of the
+// text (the float8 PostgreSQL would have converted the numeric to).
+func TestAppendDecimalMatchesAppendFloat(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	cases := []string{"0", "0.0", "-0.0", "0.05", "0.1", "-0.1", "0.10", "0.09", "72.5", "72.50", "100.0",
+		"100.00000000000000000000", "99999.9", "999999.9", "-999999.9", "999999.95", "1000000.0", "1000000",
+		"123456.7", "00012.5", "-00012.50", "1.", ".5", "-.5", "1e5", "12.3e1", "NaN", "Infinity", "-Infinity",
+		"", "-", ".", "abc", "1.2.3", "1,5", "+1.5", "1.5x", "12345678901234567890.1", "0.00001", "1e400", "-1e400"}
+	for i := -100000; i <= 100000; i++ { // every numeric(5,1), as PostgreSQL prints it
+		cases = append(cases, strconv.FormatFloat(float64(i)/10, 'f', 1, 64))
+	}
+	for range 50000 {
+		var b []byte
+		if rng.IntN(2) == 0 {
+			b = append(b, '-')
+		}
+		for range 1 + rng.IntN(9) {
+			b = append(b, byte('0'+rng.IntN(10)))
+		}
+		if rng.IntN(4) > 0 {
+			b = append(b, '.')
+			for range 1 + rng.IntN(6) {
+				b = append(b, byte('0'+rng.IntN(10)))
+			}
+		}
+		cases = append(cases, string(b))
+	}
+	for _, s := range cases {
+		got, ok := jsonscalar.AppendDecimal(nil, []byte(s))
+		var want []byte
+		wantOK := false
+		if f, err := strconv.ParseFloat(s, 64); err == nil || errors.Is(err, strconv.ErrRange) {
+			want, wantOK = jsonscalar.AppendFloat(nil, f)
+		}
+		if ok != wantOK || ok && !bytes.Equal(got, want) {
+			t.Fatalf("AppendDecimal(%q) = %s, %v; want %s, %v", s, got, ok, want, wantOK)
+		}
+	}
+}
+
+// BenchmarkAppendDecimal writes weights as the patients list reads them.
+func BenchmarkAppendDecimal(b *testing.B) {
+	texts := make([][]byte, 4096)
+	for i := range texts {
+		texts[i] = []byte(strconv.FormatFloat(float64(400+i%900)/10, 'f', 1, 64))
+	}
+	buf := make([]byte, 0, 64)
+	for i := 0; b.Loop(); i++ {
+		buf, _ = jsonscalar.AppendDecimal(buf[:0], texts[i%len(texts)])
 	}
 }

@@ -1,0 +1,302 @@
+package app
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http/httputil"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/emsanalytics/emsquery/app/gqlpublic"
+	"github.com/emsanalytics/emsquery/internal/dbtest"
+	"github.com/emsanalytics/emsquery/internal/servicetest"
+	"github.com/emsanalytics/emsquery/modules/patients"
+	"github.com/emsanalytics/emsquery/modules/resources"
+	"github.com/emsanalytics/emsquery/platform/config"
+	"github.com/emsanalytics/emsquery/platform/graphqlserver"
+	"github.com/emsanalytics/emsquery/platform/httpbridge"
+	"github.com/emsanalytics/emsquery/platform/keyset"
+)
+
+// The GraphQL path's costs per request, end to end on a real database: the endpoint on a Fiber
+// app configured as the server's, served on a loopback TCP listener through httpbridge.Lingering
+// (the cork, the client watch), asked by a keep-alive client that discards the body. Allocations
+// and CPU profiles (-cpuprofile) are the robust measures; the client's share is the same on
+// both sides of a comparison.
+//
+//	go test ./app/ -run '^$' -bench 'GraphQLPath' -benchmem -count 10
+//
+// BENCH_PATIENTS sets the rows of dim_patient for the patients benchmark (default 1,000,000).
+
+// benchServer serves es's /graphql as NewServer does, and returns its base URL.
+func benchServer(b *testing.B, es *gqlpublic.Config) string {
+	b.Helper()
+	limits := testLimits
+	limits.RequestTimeout = config.Seconds(30 * time.Second)
+	o := graphQLOptions("/graphql", limits, nil, nil, slog.New(slog.NewTextHandler(io.Discard, nil)), nil, nil)
+	f := fiber.New(fiber.Config{DisableStartupMessage: true, WriteBufferSize: writeBufferSize})
+	f.All("/graphql", graphqlserver.New(gqlpublic.NewExecutableSchema(*es), o).Handlers(func(c *fiber.Ctx) error { return c.Next() })...)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	go func() { _ = f.Listener(httpbridge.Lingering(ln, time.Minute)) }()
+	b.Cleanup(func() { _ = f.Shutdown() })
+	return "http://" + ln.Addr().String() + "/graphql"
+}
+
+// benchAsk posts query to url b.N times on clients keep-alive connections, each asking in turn
+// (clients > 1: b.RunParallel, clients in all); every answer must be 200 and as long as the
+// first, which must contain want. The connections are plain ones (no goroutines of net/http's
+// client: its costs would hide the service's).
+func benchAsk(b *testing.B, url, query, want string, clients int) {
+	b.Helper()
+	first := newBenchClient(b, url, query)
+	size, head, err := first.ask(true)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if !bytes.Contains(head, []byte(want)) {
+		b.Fatalf("unexpected answer %s", head)
+	}
+	b.SetBytes(size)
+	b.ReportAllocs()
+	cpu0, io0 := processCPU(b), processIO(b)
+	b.ResetTimer()
+	if clients <= 1 {
+		for range b.N {
+			if n, _, err := first.ask(false); err != nil || n != size {
+				b.Fatalf("answer of %d bytes, want %d: %v", n, size, err)
+			}
+		}
+	} else {
+		b.SetParallelism((clients + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
+		b.RunParallel(func(pb *testing.PB) {
+			c := newBenchClient(b, url, query)
+			for pb.Next() {
+				if n, _, err := c.ask(false); err != nil || n != size {
+					b.Errorf("answer of %d bytes, want %d: %v", n, size, err)
+					return
+				}
+			}
+		})
+	}
+	b.StopTimer()
+	cpu1, io1 := processCPU(b), processIO(b)
+	b.ReportMetric(float64(cpu1-cpu0)/float64(b.N), "cpu-ns/op")
+	b.ReportMetric(float64(io1.reads-io0.reads)/float64(b.N), "reads/op")
+	b.ReportMetric(float64(io1.writes-io0.writes)/float64(b.N), "writes/op")
+}
+
+// benchClient asks one question on one keep-alive connection.
+type benchClient struct {
+	conn net.Conn
+	req  []byte
+	r    *bufio.Reader
+	buf  []byte
+}
+
+func newBenchClient(b *testing.B, url, query string) *benchClient {
+	addr := strings.TrimSuffix(strings.TrimPrefix(url, "http://"), "/graphql")
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = conn.Close() })
+	body := `{"query":` + strconv.Quote(query) + `}`
+	req := []byte("POST /graphql HTTP/1.1\r\nHost: " + addr + "\r\nContent-Type: application/json\r\nContent-Length: " +
+		strconv.Itoa(len(body)) + "\r\n\r\n" + body)
+	return &benchClient{conn: conn, req: req, r: bufio.NewReaderSize(conn, 64<<10), buf: make([]byte, 64<<10)}
+}
+
+// ask sends the question and reads the answer: its body's size, and its first bytes when asked.
+func (c *benchClient) ask(keepHead bool) (size int64, head []byte, err error) {
+	if _, err := c.conn.Write(c.req); err != nil {
+		return 0, nil, err
+	}
+	status, err := c.r.ReadSlice('\n')
+	if err != nil || !bytes.HasPrefix(status, []byte("HTTP/1.1 200 ")) {
+		return 0, nil, fmt.Errorf("status %q, %v", status, err)
+	}
+	length, chunked := int64(-1), false
+	for {
+		line, err := c.r.ReadSlice('\n')
+		if err != nil {
+			return 0, nil, err
+		}
+		if len(line) <= 2 {
+			break
+		}
+		k, v, _ := strings.Cut(strings.ToLower(strings.TrimSpace(string(line))), ":")
+		switch k {
+		case "content-length":
+			length, _ = strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		case "transfer-encoding":
+			chunked = strings.TrimSpace(v) == "chunked"
+		}
+	}
+	var br io.Reader = io.LimitReader(c.r, length)
+	if chunked {
+		br = httputil.NewChunkedReader(c.r)
+	}
+	if keepHead {
+		head = make([]byte, 200)
+		k, _ := io.ReadFull(br, head)
+		head = head[:k]
+	}
+	n, err := io.CopyBuffer(io.Discard, br, c.buf)
+	if err != nil {
+		return 0, nil, err
+	}
+	if chunked {
+		if _, err := c.r.Discard(2); err != nil { // the CRLF after the last chunk
+			return 0, nil, err
+		}
+	}
+	return n + int64(len(head)), head, nil
+}
+
+// processCPU is the test process's processor time so far (user and system), in nanoseconds:
+// the service's and the client's, not the database's.
+func processCPU(b *testing.B) int64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return ru.Utime.Nano() + ru.Stime.Nano()
+}
+
+// ioCounts are the test process's read and write system calls so far (Linux's /proc/self/io;
+// zero elsewhere).
+type ioCounts struct{ reads, writes int64 }
+
+func processIO(b *testing.B) ioCounts {
+	var c ioCounts
+	data, err := os.ReadFile("/proc/self/io")
+	if err != nil {
+		return c
+	}
+	for line := range strings.SplitSeq(string(data), "\n") {
+		k, v, _ := strings.Cut(line, ": ")
+		n, _ := strconv.ParseInt(v, 10, 64)
+		switch k {
+		case "syscr":
+			c.reads = n
+		case "syscw":
+			c.writes = n
+		}
+	}
+	return c
+}
+
+// BenchmarkGraphQLPathResources is the light path: the bench's resources question, a whole
+// table of a few hundred rows (about 24 KB of JSON, sent whole).
+func BenchmarkGraphQLPathResources(b *testing.B) {
+	fixture := servicetest.NewDB(b)
+	pool := fixture.Pool(b)
+	for _, q := range []string{
+		`INSERT INTO dim_station (station_id, station_name) SELECT i, 'Station ' || i FROM generate_series(1, 20) AS i`,
+		`INSERT INTO dim_resource (sk_resource, resource_id, callsign, station_id, station, valid_from, valid_to)
+		 SELECT i, 1000 + i % 150, 'AMB' || (i % 150), 1 + i % 20, 'Station ' || (1 + i % 20), date '2020-01-01' + i,
+		        CASE WHEN i % 3 = 0 THEN NULL ELSE date '2021-01-01' + i END
+		 FROM generate_series(1, 200) AS i`,
+		`ANALYZE`,
+	} {
+		if _, err := pool.Exec(context.Background(), q); err != nil {
+			b.Fatal(err)
+		}
+	}
+	db := dbtest.Open(b, fixture)
+	url := benchServer(b, &gqlpublic.Config{Resolvers: realResources{&fakePublic{}, resources.NewResolver(resources.NewRepository(db), 1000)}})
+	benchAsk(b, url, `{ resources { sk_resource resource_id callsign station_id station valid_from valid_to } }`, `{"data":{"resources":[{"sk_resource":1,`, 1)
+}
+
+// BenchmarkGraphQLPathPatients is the heavy path: every patient, all fields, streamed (about 90
+// bytes of JSON a row).
+func BenchmarkGraphQLPathPatients(b *testing.B) {
+	n := 1_000_000
+	if s := os.Getenv("BENCH_PATIENTS"); s != "" {
+		var err error
+		if n, err = strconv.Atoi(s); err != nil {
+			b.Fatal(err)
+		}
+	}
+	fixture := servicetest.NewDB(b)
+	pool := fixture.Pool(b)
+	for _, q := range []string{
+		fmt.Sprintf(`INSERT INTO dim_patient (sk_patient, age, date_of_birth, gender, weight)
+		 SELECT i, CASE WHEN i %% 17 = 0 THEN NULL ELSE i %% 100 END, date '1920-01-01' + i %% 30000,
+		        CASE i %% 3 WHEN 0 THEN 'female' WHEN 1 THEN 'male' ELSE NULL END, (400 + i %% 900) / 10.0
+		 FROM generate_series(1, %d) AS i`, n),
+		`VACUUM ANALYZE dim_patient`,
+	} {
+		if _, err := pool.Exec(context.Background(), q); err != nil {
+			b.Fatal(err)
+		}
+	}
+	db := dbtest.Open(b, fixture)
+	url := benchServer(b, &gqlpublic.Config{Resolvers: realPatients{&fakePublic{}, patients.NewResolver(patients.NewRepository(db), 1000)}})
+	for _, clients := range []int{1, 4} {
+		b.Run(fmt.Sprintf("c=%d", clients), func(b *testing.B) {
+			benchAsk(b, url, `{ patients { sk_patient age date_of_birth gender weight } }`, `{"data":{"patients":[{"sk_patient":1,`, clients)
+		})
+	}
+}
+
+// memoryPatients answers patients with rows held in memory, as the database would send them
+// (patientRowsSQL's columns in patientFormats), written by the module's own column writer: the
+// list's encoding and sending without the database.
+type memoryPatients struct {
+	*fakePublic
+	rows [][][]byte
+}
+
+func (f memoryPatients) Query() gqlpublic.QueryResolver { return f }
+
+func (f memoryPatients) Patients(ctx context.Context, _, _ *int) ([]*patients.Patient, error) {
+	src := patients.NewRepository(nil).PatientList(keyset.All)
+	src.Rows = func(_ context.Context, yield func([][]byte) bool) (bool, error) {
+		for _, r := range f.rows {
+			if !yield(r) {
+				return false, nil
+			}
+		}
+		return true, nil
+	}
+	return graphqlserver.List(ctx, src, true)
+}
+
+// BenchmarkGraphQLPathPatientsEncode is BenchmarkGraphQLPathPatients without the database: the
+// same rows, from memory, encoded and sent.
+func BenchmarkGraphQLPathPatientsEncode(b *testing.B) {
+	const n = 1_000_000
+	rows := make([][][]byte, n)
+	genders := [][]byte{[]byte("female"), []byte("male"), nil}
+	for i := range rows {
+		sk := strconv.AppendInt(nil, int64(i+1), 10)
+		var age []byte
+		if (i+1)%17 != 0 {
+			age = strconv.AppendInt(nil, int64((i+1)%100), 10)
+		}
+		// date '1920-01-01' + i % 30000, in days from 2000-01-01; the weight (400 + i % 900) / 10,
+		// numeric(5,1) as text.
+		born := binary.BigEndian.AppendUint32(nil, uint32(int32(-29220+(i+1)%30000)))
+		weight := strconv.AppendFloat(nil, float64(400+(i+1)%900)/10, 'f', 1, 64)
+		rows[i] = [][]byte{sk, age, born, genders[(i+1)%3], weight}
+	}
+	url := benchServer(b, &gqlpublic.Config{Resolvers: memoryPatients{&fakePublic{}, rows}})
+	benchAsk(b, url, `{ patients { sk_patient age date_of_birth gender weight } }`, `{"data":{"patients":[{"sk_patient":1,`, 1)
+}
