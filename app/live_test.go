@@ -134,6 +134,33 @@ func (s *sseStream) endedWithin(d time.Duration) (error, bool) {
 	}
 }
 
+// open is subscribe for a stream that must be accepted: it returns the stream and its first
+// answer.
+func open(t *testing.T, svc *servicetest.Service, path, query, key string) (*sseStream, sseEvent) {
+	t.Helper()
+	s, refused := subscribe(t, svc, path, query, key)
+	if refused != nil {
+		t.Fatalf("%s %s refused: HTTP %d %s", path, query, s.resp.StatusCode, refused)
+	}
+	ev, _, ok := s.next(30 * time.Second)
+	if !ok {
+		t.Fatalf("%s %s: no first answer", path, query)
+	}
+	return s, ev
+}
+
+// wantComplete checks that the stream's next event is complete and that its body then ends
+// whole, within d each.
+func (s *sseStream) wantComplete(t *testing.T, what string, d time.Duration) {
+	t.Helper()
+	if ev, _, ok := s.next(d); !ok || ev.name != "complete" {
+		t.Errorf("%s: then %v %q %.200s; want complete", what, ok, ev.name, ev.data)
+	}
+	if err, ok := s.endedWithin(d); !ok || err != io.EOF {
+		t.Errorf("%s: the body ended %v (%v); want whole", what, ok, err)
+	}
+}
+
 // liveCountOf is the records_count of a next event.
 func liveCountOf(t *testing.T, ev sseEvent) int64 {
 	t.Helper()
@@ -177,16 +204,9 @@ func TestLiveAnswerFollowsTheData(t *testing.T) {
 	svc := servicetest.Start(t, db, env)
 	waitCacheLive(t, svc)
 
-	s, refused := subscribe(t, svc, "/graphql", liveCount, svc.Key)
-	if refused != nil {
-		t.Fatalf("refused: HTTP %d %s", s.resp.StatusCode, refused)
-	}
+	s, ev := open(t, svc, "/graphql", liveCount, svc.Key)
 	if ct := s.resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/event-stream") {
 		t.Errorf("Content-Type %q", ct)
-	}
-	ev, _, ok := s.next(10 * time.Second)
-	if !ok {
-		t.Fatal("no first answer")
 	}
 	if got, want := liveCountOf(t, ev), sqlCount(t, db); got != want {
 		t.Fatalf("first answer %d, SQL says %d", got, want)
@@ -244,14 +264,7 @@ func TestLiveAnswerAfterNotify(t *testing.T) {
 	pool := db.Pool(t)
 	svc := servicetest.Start(t, db, map[string]string{"CACHE__MAX_STALENESS": "3600"})
 	waitCacheLive(t, svc)
-	s, refused := subscribe(t, svc, "/graphql", liveCount, svc.Key)
-	if refused != nil {
-		t.Fatalf("refused: HTTP %d %s", s.resp.StatusCode, refused)
-	}
-	ev, _, ok := s.next(10 * time.Second)
-	if !ok {
-		t.Fatal("no first answer")
-	}
+	s, ev := open(t, svc, "/graphql", liveCount, svc.Key)
 	first := liveCountOf(t, ev)
 	if _, err := pool.Exec(context.Background(), `INSERT INTO fact_record (record_id, occurred_at, station_id, station) VALUES (930002, '2024-03-10 12:00', 2, 'North Harbour')`); err != nil {
 		t.Fatal(err)
@@ -263,7 +276,7 @@ func TestLiveAnswerAfterNotify(t *testing.T) {
 	if _, err := pool.Exec(context.Background(), `NOTIFY emsquery_refresh`); err != nil {
 		t.Fatal(err)
 	}
-	ev, _, ok = s.next(10 * time.Second)
+	ev, _, ok := s.next(10 * time.Second)
 	if !ok {
 		t.Fatal("no answer after the NOTIFY")
 	}
@@ -387,12 +400,7 @@ func TestLiveBounds(t *testing.T) {
 		if !ok || ev.name != "next" || !strings.Contains(ev.data, "UNAUTHENTICATED") {
 			t.Fatalf("stream %d of the revoked key: %v %q %s", i, ok, ev.name, ev.data)
 		}
-		if ev, _, ok := s.next(time.Second); !ok || ev.name != "complete" {
-			t.Errorf("stream %d of the revoked key: then %q, want complete", i, ev.name)
-		}
-		if err, ok := s.endedWithin(time.Second); !ok || err != io.EOF {
-			t.Errorf("stream %d of the revoked key: body ended %v (%v)", i, ok, err)
-		}
+		s.wantComplete(t, fmt.Sprintf("stream %d of the revoked key", i), time.Second)
 	}
 	if took := time.Since(revoked); took > 5*time.Second {
 		t.Errorf("the revoked key's streams ended %s after the file changed", took)
@@ -436,22 +444,10 @@ func TestLiveShutdown(t *testing.T) {
 	db := servicetest.FixtureDB(t)
 	svc := servicetest.Start(t, db, nil)
 	waitCacheLive(t, svc)
-	s, body := subscribe(t, svc, "/graphql", liveCount, svc.Key)
-	if body != nil {
-		t.Fatalf("refused: HTTP %d %s", s.resp.StatusCode, body)
-	}
-	if _, _, ok := s.next(10 * time.Second); !ok {
-		t.Fatal("no first answer")
-	}
+	s, _ := open(t, svc, "/graphql", liveCount, svc.Key)
 	stopped := time.Now()
 	svc.Signal(syscall.SIGTERM)
-	ev, _, ok := s.next(5 * time.Second)
-	if !ok || ev.name != "complete" {
-		t.Fatalf("after SIGTERM: %v %q, want complete", ok, ev.name)
-	}
-	if err, ok := s.endedWithin(5 * time.Second); !ok || err != io.EOF {
-		t.Errorf("after complete the body ended %v (%v); want whole", ok, err)
-	}
+	s.wantComplete(t, "after SIGTERM", 5*time.Second)
 	code, err := svc.Wait(15 * time.Second)
 	if err != nil || code != 0 {
 		t.Fatalf("exit %d (%v); want 0", code, err)
@@ -499,31 +495,18 @@ func TestLiveProtocol(t *testing.T) {
 		if !ok || ev.name != "next" || !strings.Contains(ev.data, c.want) {
 			t.Errorf("%s %s: %v %q %s; want a next event with %s", c.path, c.query, ok, ev.name, ev.data, c.want)
 		}
-		if ev, _, ok := s.next(5 * time.Second); !ok || ev.name != "complete" {
-			t.Errorf("%s %s: then %v %q; want complete", c.path, c.query, ok, ev.name)
-		}
-		if err, ok := s.endedWithin(5 * time.Second); !ok || err != io.EOF {
-			t.Errorf("%s %s: body ended %v (%v)", c.path, c.query, ok, err)
-		}
+		s.wantComplete(t, c.path+" "+c.query, 5*time.Second)
 	}
 	r = postRaw(t, svc, "/graphql", `{"query":"subscription { records_count { nope } }"}`, map[string]string{"Accept": "text/event-stream, application/json"})
 	if r.status != http.StatusUnprocessableEntity || !strings.Contains(string(r.body), "GRAPHQL_VALIDATION_FAILED") {
 		t.Errorf("a subscription that does not validate, JSON accepted: HTTP %d %s", r.status, r.body)
 	}
 	// A question no data change can mend (an unknown column): its errors, then complete.
-	s, body := subscribe(t, svc, "/graphql", `subscription { distinct_values(columns: ["nope"], start_date: "2024-01-01", end_date: "2024-12-31") { value } }`, svc.Key)
-	if body != nil {
-		t.Fatalf("a subscription whose resolver refuses its arguments: HTTP %d %s", s.resp.StatusCode, body)
+	s, ev := open(t, svc, "/graphql", `subscription { distinct_values(columns: ["nope"], start_date: "2024-01-01", end_date: "2024-12-31") { value } }`, svc.Key)
+	if ev.name != "next" || !strings.Contains(ev.data, `"BAD_USER_INPUT"`) {
+		t.Errorf("an unknown column: %q %s; want a next with BAD_USER_INPUT", ev.name, ev.data)
 	}
-	if ev, _, ok := s.next(10 * time.Second); !ok || ev.name != "next" || !strings.Contains(ev.data, `"BAD_USER_INPUT"`) {
-		t.Errorf("an unknown column: %v %q %s; want a next with BAD_USER_INPUT", ok, ev.name, ev.data)
-	}
-	if ev, _, ok := s.next(5 * time.Second); !ok || ev.name != "complete" {
-		t.Errorf("an unknown column: then %v %q; want complete", ok, ev.name)
-	}
-	if err, ok := s.endedWithin(5 * time.Second); !ok || err != io.EOF {
-		t.Errorf("an unknown column: body ended %v (%v)", ok, err)
-	}
+	s.wantComplete(t, "an unknown column", 5*time.Second)
 
 	const fields = `{ __schema { queryType { fields { name args { name type { kind name ofType { kind name ofType { kind name ofType { kind name } } } } defaultValue } type { kind name ofType { kind name ofType { kind name ofType { kind name } } } } } }
 		subscriptionType { fields { name args { name type { kind name ofType { kind name ofType { kind name ofType { kind name } } } } defaultValue } type { kind name ofType { kind name ofType { kind name ofType { kind name } } } } } } } }`
@@ -560,7 +543,7 @@ func TestLiveProtocol(t *testing.T) {
 	}
 
 	off := servicetest.Start(t, db, map[string]string{"CACHE__ENABLED": "false"})
-	s, body = subscribe(t, off, "/graphql", liveCount, off.Key)
+	s, body := subscribe(t, off, "/graphql", liveCount, off.Key)
 	if s.resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "CACHE__ENABLED") {
 		t.Errorf("a stream with the cache off: HTTP %d %s", s.resp.StatusCode, body)
 	}
@@ -594,13 +577,7 @@ func TestLiveSlowReaderDropped(t *testing.T) {
 	fmt.Fprintf(c, "POST /graphql HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nAccept: text/event-stream\r\n%s: %s\r\nContent-Length: %d\r\n\r\n%s", svc.Header, svc.Key, len(body), body)
 	// Never read from c again.
 
-	reader, refused := subscribe(t, svc, "/graphql", series, svc.Key)
-	if refused != nil {
-		t.Fatalf("refused: HTTP %d %s", reader.resp.StatusCode, refused)
-	}
-	if _, _, ok := reader.next(30 * time.Second); !ok {
-		t.Fatal("no first answer")
-	}
+	reader, _ := open(t, svc, "/graphql", series, svc.Key)
 	servicetest.WaitFor(t, 10*time.Second, "two streams open", func() bool {
 		return scrapeValue(t, target, "emsquery_streams_open") == 2
 	})

@@ -15,6 +15,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
+	"go.opentelemetry.io/otel/metric"
 
 	"github.com/emsanalytics/emsquery/platform/answercache"
 	"github.com/emsanalytics/emsquery/platform/apierr"
@@ -42,6 +43,8 @@ type Endpoint struct {
 	parallelism int
 	// streams carries the endpoint's live answers (live.go); nil: subscriptions refused.
 	streams *Streams
+	// liveAttrs carries the route on the streams' metrics.
+	liveAttrs metric.MeasurementOption
 }
 
 // Handlers are the Fiber handlers of the endpoint, auth being the key check: every response,
@@ -64,7 +67,7 @@ func (e *Endpoint) serve(c *fiber.Ctx) error {
 	if r == nil || e.subscribe(c, r) {
 		return nil
 	}
-	if !r.get && eventsOnly(r.accept) {
+	if events, json := acceptsEvents(r.accept); !r.get && events && !json {
 		e.answerAsEvents(c, r)
 		return nil
 	}

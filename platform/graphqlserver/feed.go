@@ -144,7 +144,7 @@ func (f *feed) compute(v answercache.Version) (body []byte, failed, final bool) 
 	run := func() []byte {
 		w := &bufferWriter{header: http.Header{}}
 		resp, ok := e.execute(ctx, w, f.r)
-		f.s.metrics.recomputed(e.route)
+		f.s.metrics.recomputed(e.liveAttrs)
 		failed = !ok || resp == nil || len(resp.Errors) > 0
 		final = failed && resp != nil && len(resp.Errors) > 0 && questionsFault(resp.Errors)
 		return w.body

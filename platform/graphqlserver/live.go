@@ -138,7 +138,7 @@ func (s *Streams) release(key string) {
 // whose operation is a subscription. false: r is answered as any other request (a query, or a
 // document that does not validate, which gets its errors as a query would).
 func (e *Endpoint) subscribe(c *fiber.Ctx, r *request) bool {
-	if r.get || !acceptsEvents(r.accept) {
+	if events, _ := acceptsEvents(r.accept); r.get || !events {
 		return false
 	}
 	ctx := c.UserContext()
@@ -149,7 +149,7 @@ func (e *Endpoint) subscribe(c *fiber.Ctx, r *request) bool {
 	s := e.streams
 	if s == nil || e.cache == nil {
 		// Without the cache nothing tells when the data changed.
-		e.refuseStream(c, &errStreams{http.StatusServiceUnavailable, apierr.ServiceUnavailable,
+		refuseStream(c, &errStreams{http.StatusServiceUnavailable, apierr.ServiceUnavailable,
 			"live answers need the answer cache (CACHE__ENABLED=true), which tells when the data changed"})
 		return true
 	}
@@ -160,7 +160,7 @@ func (e *Endpoint) subscribe(c *fiber.Ctx, r *request) bool {
 		maxOfKey = grant.MaxStreams()
 	}
 	if refusal := s.admit(keyName, maxOfKey); refusal != nil {
-		e.refuseStream(c, refusal)
+		refuseStream(c, refusal)
 		return true
 	}
 	if grant != nil {
@@ -169,8 +169,8 @@ func (e *Endpoint) subscribe(c *fiber.Ctx, r *request) bool {
 	// A stream's answer does not depend on how the client wrote Accept: one feed per question.
 	r.live, r.accept = true, mimeEvents
 	f := s.join(e, r, ctx)
-	st := &stream{s: s, f: f, grant: grant, keyName: keyName, route: e.route, gone: httpbridge.PeerGone(c.Context().Conn())}
-	s.metrics.opened(e.route)
+	st := &stream{s: s, f: f, grant: grant, keyName: keyName, attrs: e.liveAttrs, gone: httpbridge.PeerGone(c.Context().Conn())}
+	s.metrics.opened(e.liveAttrs)
 	h := &c.Response().Header
 	h.SetContentType("text/event-stream")
 	h.Set(fiber.HeaderCacheControl, "no-cache")
@@ -182,12 +182,11 @@ func (e *Endpoint) subscribe(c *fiber.Ctx, r *request) bool {
 }
 
 // refuseStream answers a subscription that cannot be a stream now with an errors body.
-func (e *Endpoint) refuseStream(c *fiber.Ctx, r *errStreams) {
+func refuseStream(c *fiber.Ctx, r *errStreams) {
 	if r.status == http.StatusTooManyRequests {
 		c.Set(fiber.HeaderRetryAfter, "1")
 	}
-	c.Status(r.status)
-	_ = c.JSON(fiber.Map{"errors": []fiber.Map{{"message": r.message, "extensions": fiber.Map{"code": r.code}}}})
+	refuseWith(c, r.status, r.code, r.message)
 }
 
 // answerAsEvents answers a query (or a document that does not validate) whose client accepts
@@ -242,10 +241,10 @@ func (ew *eventWriter) end() {
 	_, _ = ew.w.Write(eventComplete)
 }
 
-// eventsOnly says whether an Accept header lists text/event-stream and nothing that JSON is
-// (application/json, application/graphql-response+json, or a wildcard that covers them).
-func eventsOnly(accept string) bool {
-	events := false
+// acceptsEvents reads an Accept header: whether it lists text/event-stream, and whether it
+// lists a JSON type too (application/json, application/graphql-response+json, or a wildcard
+// that covers them).
+func acceptsEvents(accept string) (events, json bool) {
 	for _, part := range strings.Split(accept, ",") {
 		mediaType, _, err := mime.ParseMediaType(strings.TrimSpace(part))
 		if err != nil {
@@ -255,20 +254,10 @@ func eventsOnly(accept string) bool {
 		case mimeEvents:
 			events = true
 		case "*/*", "application/*", mimeJSON, mimeGraphQLResponse:
-			return false
+			json = true
 		}
 	}
-	return events
-}
-
-// acceptsEvents says whether an Accept header lists text/event-stream.
-func acceptsEvents(accept string) bool {
-	for _, part := range strings.Split(accept, ",") {
-		if mediaType, _, err := mime.ParseMediaType(strings.TrimSpace(part)); err == nil && mediaType == mimeEvents {
-			return true
-		}
-	}
-	return false
+	return events, json
 }
 
 const mimeEvents = "text/event-stream"
@@ -291,8 +280,8 @@ type stream struct {
 	f       *feed
 	grant   requestctx.Grant
 	keyName string
-	route   string
-	gone    func() bool // the client closed its connection
+	attrs   metric.MeasurementOption // the endpoint's http.route, for the metrics
+	gone    func() bool              // the client closed its connection
 
 	pending  []byte // what Read has still to hand out
 	sent     uint64 // the feed's answer last sent (its seq; 0: none yet)
@@ -344,7 +333,7 @@ func (st *stream) next() {
 				st.done = true
 			}
 			st.lastSend = time.Now()
-			st.s.metrics.pushed(st.route)
+			st.s.metrics.pushed(st.attrs)
 			return
 		}
 		now := time.Now()
@@ -390,7 +379,7 @@ func (st *stream) Close() error {
 		}
 		st.s.leave(st.f)
 		st.s.release(st.keyName)
-		st.s.metrics.closed(st.route)
+		st.s.metrics.closed(st.attrs)
 	})
 	return nil
 }
@@ -411,7 +400,6 @@ func nextEvent(response []byte) []byte {
 type streamMetrics struct {
 	pushes, recomputations metric.Int64Counter
 	openByRoute            metric.Int64UpDownCounter
-	attrs                  sync.Map // route -> metric.MeasurementOption
 }
 
 func (m *streamMetrics) init(meter metric.Meter) error {
@@ -434,28 +422,25 @@ func (m *streamMetrics) init(meter metric.Meter) error {
 	return nil
 }
 
-func (m *streamMetrics) attr(route string) metric.MeasurementOption {
-	if a, ok := m.attrs.Load(route); ok {
-		return a.(metric.MeasurementOption)
-	}
-	a, _ := m.attrs.LoadOrStore(route, metric.WithAttributeSet(attribute.NewSet(attribute.String("http.route", route))))
-	return a.(metric.MeasurementOption)
+// routeAttrs is the measurement option of an endpoint's stream metrics, made once per endpoint.
+func routeAttrs(route string) metric.MeasurementOption {
+	return metric.WithAttributeSet(attribute.NewSet(attribute.String("http.route", route)))
 }
 
-func (m *streamMetrics) opened(route string) {
-	m.openByRoute.Add(context.Background(), 1, m.attr(route))
+func (m *streamMetrics) opened(attrs metric.MeasurementOption) {
+	m.openByRoute.Add(context.Background(), 1, attrs)
 }
 
-func (m *streamMetrics) closed(route string) {
-	m.openByRoute.Add(context.Background(), -1, m.attr(route))
+func (m *streamMetrics) closed(attrs metric.MeasurementOption) {
+	m.openByRoute.Add(context.Background(), -1, attrs)
 }
 
-func (m *streamMetrics) pushed(route string) {
-	m.pushes.Add(context.Background(), 1, m.attr(route))
+func (m *streamMetrics) pushed(attrs metric.MeasurementOption) {
+	m.pushes.Add(context.Background(), 1, attrs)
 }
 
-func (m *streamMetrics) recomputed(route string) {
-	m.recomputations.Add(context.Background(), 1, m.attr(route))
+func (m *streamMetrics) recomputed(attrs metric.MeasurementOption) {
+	m.recomputations.Add(context.Background(), 1, attrs)
 }
 
 // Live is a subscription resolver's answer: the value its query's resolver returned (or its

@@ -240,8 +240,13 @@ func canonicalObject(raw json.RawMessage) (map[string]any, []byte, error) {
 
 // refuse answers with a GraphQL errors body whose code is BAD_USER_INPUT.
 func refuse(c *fiber.Ctx, status int, format string, args ...any) {
+	refuseWith(c, status, apierr.BadUserInput, fmt.Sprintf(format, args...))
+}
+
+// refuseWith answers c with status and a GraphQL errors body of one error, code and message.
+func refuseWith(c *fiber.Ctx, status int, code apierr.Code, message string) {
 	_ = c.Status(status).JSON(fiber.Map{
-		"errors": []fiber.Map{{"message": fmt.Sprintf(format, args...), "extensions": fiber.Map{"code": apierr.BadUserInput}}},
+		"errors": []fiber.Map{{"message": message, "extensions": fiber.Map{"code": code}}},
 	})
 }
 

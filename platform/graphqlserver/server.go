@@ -92,7 +92,7 @@ func New(es graphql.ExecutableSchema, o Options) *Endpoint {
 	exec.SetRecoverFunc(func(ctx context.Context, p any) error {
 		return fmt.Errorf("panic in resolver: %v", p)
 	})
-	return &Endpoint{route: o.Route, exec: exec, cache: o.Cache, timeout: o.RequestTimeout, timedOut: o.TimedOut, parallelism: o.RequestParallelism, streams: o.Streams}
+	return &Endpoint{route: o.Route, exec: exec, cache: o.Cache, timeout: o.RequestTimeout, timedOut: o.TimedOut, parallelism: o.RequestParallelism, streams: o.Streams, liveAttrs: routeAttrs(o.Route)}
 }
 
 // presentError maps resolver errors to the contract's codes. Errors of gqlgen's own (parse,

@@ -64,12 +64,8 @@ const StatusClientClosedRequest = 499
 // server's own reads of the connection never overlap with one. Connections that are not
 // sockets (tests, in-memory listeners) are not watched.
 func WatchClient(conn any, cancel context.CancelCauseFunc) (stop func()) {
-	sc, ok := conn.(syscall.Conn)
+	raw, ok := rawConn(conn)
 	if !ok {
-		return func() {}
-	}
-	raw, err := sc.SyscallConn()
-	if err != nil {
 		return func() {}
 	}
 	w := &clientWatch{raw: raw, cancel: cancel, looked: time.Now()}
@@ -88,15 +84,22 @@ func WatchClient(conn any, cancel context.CancelCauseFunc) (stop func()) {
 // does, which would otherwise learn that its client left only from a failed write. It must
 // not be called while the server may read the connection (between responses).
 func PeerGone(conn any) func() bool {
-	sc, ok := conn.(syscall.Conn)
+	raw, ok := rawConn(conn)
 	if !ok {
 		return func() bool { return false }
 	}
-	raw, err := sc.SyscallConn()
-	if err != nil {
-		return func() bool { return false }
-	}
 	return func() bool { return peerClosed(raw) }
+}
+
+// rawConn is conn's socket, for a look at it; false when conn is not one (tests, in-memory
+// listeners).
+func rawConn(conn any) (syscall.RawConn, bool) {
+	sc, ok := conn.(syscall.Conn)
+	if !ok {
+		return nil, false
+	}
+	raw, err := sc.SyscallConn()
+	return raw, err == nil
 }
 
 // watching is every connection being watched. One goroutine looks at each once its last look
