@@ -116,7 +116,7 @@ func initService(cfg *config.Config, svc telemetry.Service) (*app.Server, func()
 		cleanup()
 		return nil, nil, err
 	}
-	streams, cleanup7, err := app.NewStreams(configApp, limits, meterProvider)
+	streams, cleanup7, err := app.NewStreams(configApp, limits, cache, meterProvider)
 	if err != nil {
 		cleanup6()
 		cleanup5()

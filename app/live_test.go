@@ -462,7 +462,8 @@ func TestLiveShutdown(t *testing.T) {
 // other types gets JSON; a subscription without it is refused (406); one whose arguments its
 // resolver refuses gets its errors and complete; a document that does not
 // validate is refused as a query is; the Subscription fields are exactly the contract's, each
-// with its query's arguments; without the answer cache, streams are refused (503).
+// with its query's arguments; without the answer cache, streams are refused (503); an answer
+// past the feeds' memory bound is RESULT_TOO_LARGE.
 func TestLiveProtocol(t *testing.T) {
 	t.Parallel()
 	db := servicetest.FixtureDB(t)
@@ -546,6 +547,20 @@ func TestLiveProtocol(t *testing.T) {
 	s, body := subscribe(t, off, "/graphql", liveCount, off.Key)
 	if s.resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "CACHE__ENABLED") {
 		t.Errorf("a stream with the cache off: HTTP %d %s", s.resp.StatusCode, body)
+	}
+
+	// The feeds hold their answers within CACHE__MAX_BYTES, one within an eighth of it: a
+	// larger answer (a year by the hour, about 350 KB, past 8 KiB here) is RESULT_TOO_LARGE, the
+	// last; a small one is answered beside it.
+	small := servicetest.Start(t, db, map[string]string{"CACHE__MAX_BYTES": "65536"})
+	waitCacheLive(t, small)
+	s, ev = open(t, small, "/graphql", `subscription { record_series(start_date: "2024-01-01", end_date: "2024-12-31", bucket: HOUR) { bucket count } }`, small.Key)
+	if ev.name != "next" || !strings.Contains(ev.data, `"RESULT_TOO_LARGE"`) || !strings.Contains(ev.data, "CACHE__MAX_BYTES") {
+		t.Errorf("a live answer past its bound: %q %.300s", ev.name, ev.data)
+	}
+	s.wantComplete(t, "a live answer past its bound", 5*time.Second)
+	if _, ev := open(t, small, "/graphql", liveCount, small.Key); liveCountOf(t, ev) != sqlCount(t, db) {
+		t.Errorf("a small live answer beside it: %s", ev.data)
 	}
 }
 

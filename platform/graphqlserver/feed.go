@@ -3,6 +3,8 @@ package graphqlserver
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"sync"
 	"time"
@@ -32,8 +34,7 @@ type feed struct {
 	members int
 
 	mu      sync.Mutex
-	body    []byte        // the answer last published (a GraphQL response)
-	event   []byte        // and its next event
+	event   []byte        // the answer last published (a GraphQL response) as a next event
 	seq     uint64        // how many answers were published
 	final   bool          // the last answer: the question itself is wrong (see compute)
 	changed chan struct{} // closed when the next is published
@@ -65,6 +66,11 @@ func (s *Streams) leave(f *feed) {
 	if f.members--; f.members == 0 {
 		delete(s.feeds, f.key)
 		close(f.stop)
+		// Its answer is nobody's now; publish sees stop and keeps nothing more.
+		f.mu.Lock()
+		s.held.Add(-int64(len(f.event)))
+		f.event = nil
+		f.mu.Unlock()
 	}
 }
 
@@ -94,8 +100,7 @@ func (f *feed) run() {
 		changed := cache.Changed()
 		v, _ := cache.Current()
 		body, failed, final := f.compute(v)
-		f.publish(body, final)
-		if final {
+		if f.publish(body, final) {
 			return
 		}
 		var (
@@ -177,18 +182,47 @@ func questionsFault(errs gqlerror.List) bool {
 	return true
 }
 
-// publish makes body the answer, unless it is the one published last; final: the last.
-func (f *feed) publish(body []byte, final bool) {
+// publish makes body the answer, unless it is the one published last; final: the last. An
+// answer larger than a live answer may be, or than the feeds' budget has room for, is replaced
+// by a RESULT_TOO_LARGE error, and is the last. It says whether the answer is the last.
+func (f *feed) publish(body []byte, final bool) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.seq > 0 && bytes.Equal(body, f.body) && !final {
-		return
+	select {
+	case <-f.stop: // nobody follows it any more
+		return true
+	default:
 	}
-	f.final = final
-	f.body, f.event = body, nextEvent(body)
+	if f.seq > 0 && bytes.Equal(body, f.body()) && !final {
+		return false
+	}
+	event := nextEvent(body)
+	if int64(len(body)) > f.s.maxAnswer || !f.s.hold(int64(len(event)-len(f.event))) {
+		event, final = nextEvent(tooLargeAnswer(f.s.maxAnswer, f.s.maxBytes)), true
+		f.s.held.Add(int64(len(event) - len(f.event)))
+	}
+	f.final, f.event = final, event
 	f.seq++
 	close(f.changed)
 	f.changed = make(chan struct{})
+	return final
+}
+
+// body is the GraphQL response of the answer last published.
+func (f *feed) body() []byte {
+	if f.event == nil {
+		return nil
+	}
+	return f.event[len(eventNextHead) : len(f.event)-len(eventEnd)]
+}
+
+// tooLargeAnswer is the last answer of a question whose answer the feeds cannot hold.
+func tooLargeAnswer(maxAnswer, maxBytes int64) []byte {
+	b, _ := json.Marshal(map[string]any{"errors": []map[string]any{{
+		"message":    fmt.Sprintf("a live answer is at most %d bytes, and the live answers together at most %d (CACHE__MAX_BYTES): narrow the question, or ask it as a query", maxAnswer, maxBytes),
+		"extensions": map[string]any{"code": string(apierr.ResultTooLarge)},
+	}}})
+	return b
 }
 
 // bufferWriter is the responseWriter a feed's answer is computed into: held whole (a

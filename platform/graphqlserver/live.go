@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/99designs/gqlgen/graphql"
@@ -48,6 +49,11 @@ type Streams struct {
 	closing chan struct{}
 	endOnce sync.Once
 
+	// maxBytes bounds the answers the feeds hold together, maxAnswer one of them; held is what
+	// they hold now (each answer once, however many streams send it).
+	maxBytes, maxAnswer int64
+	held                atomic.Int64
+
 	mu     sync.Mutex
 	open   int
 	perKey map[string]int
@@ -64,6 +70,9 @@ type StreamsConfig struct {
 	// Heartbeat is APP__STREAM_HEARTBEAT: a comment line goes out on a stream quiet for this
 	// long (contract: at most 15 s).
 	Heartbeat time.Duration
+	// MaxBytes bounds the answers the feeds hold together (CACHE__MAX_BYTES: as much again as
+	// the answer cache), and one answer to an eighth of it (as the cache's).
+	MaxBytes int64
 	// Meter creates the streams' instruments (nil: none).
 	Meter metric.Meter
 }
@@ -74,6 +83,8 @@ func NewStreams(cfg StreamsConfig) (*Streams, func(), error) {
 	s := &Streams{
 		max:       cfg.Max,
 		heartbeat: cfg.Heartbeat,
+		maxBytes:  cfg.MaxBytes,
+		maxAnswer: cfg.MaxBytes / 8,
 		closing:   make(chan struct{}),
 		perKey:    map[string]int{},
 		feeds:     map[feedKey]*feed{},
@@ -123,6 +134,19 @@ func (s *Streams) admit(key string, maxOfKey int) *errStreams {
 	s.open++
 	s.perKey[key]++
 	return nil
+}
+
+// hold counts delta more bytes held by the feeds, unless that goes past maxBytes.
+func (s *Streams) hold(delta int64) bool {
+	for {
+		held := s.held.Load()
+		if delta > 0 && held+delta > s.maxBytes {
+			return false
+		}
+		if s.held.CompareAndSwap(held, held+delta) {
+			return true
+		}
+	}
 }
 
 func (s *Streams) release(key string) {
