@@ -95,6 +95,14 @@ func (s *service) serviceRequest(w workload, want *answerPrint, tally *cacheTall
 // order on one connection of a pool configured as the service's, every row read (its raw bytes,
 // as the service's driver receives them).
 func pgxRequest(pool *pgxpool.Pool, sts []statement) request {
+	args := statementArgs(sts)
+	return func(ctx context.Context, _ int) (int64, error) {
+		return runStatements(ctx, pool, sts, args, func([]byte) {})
+	}
+}
+
+// statementArgs are the arguments of each of sts, as runStatements passes them.
+func statementArgs(sts []statement) [][]any {
 	args := make([][]any, len(sts))
 	for i, st := range sts {
 		args[i] = st.args()
@@ -103,44 +111,50 @@ func pgxRequest(pool *pgxpool.Pool, sts []statement) request {
 			args[i] = append([]any{pgx.QueryExecModeCacheStatement}, args[i]...)
 		}
 	}
-	return func(ctx context.Context, _ int) (int64, error) {
-		conn, err := pool.Acquire(ctx)
-		if err != nil {
-			return 0, err
-		}
-		defer conn.Release()
-		var n int64
-		for i, st := range sts {
-			if st.Simple {
-				res, err := conn.Conn().PgConn().Exec(ctx, st.SQL).ReadAll()
-				if err != nil {
-					return n, err
-				}
-				for _, r := range res {
-					for _, row := range r.Rows {
-						for _, v := range row {
-							n += int64(len(v))
-						}
-					}
-				}
-				continue
-			}
-			rows, err := conn.Query(ctx, st.SQL, args[i]...)
+	return args
+}
+
+// runStatements runs sts with args (statementArgs) in order on one connection of pool and hands
+// every value of every row to emit, as the driver received it; it returns the bytes handed on.
+func runStatements(ctx context.Context, pool *pgxpool.Pool, sts []statement, args [][]any, emit func([]byte)) (int64, error) {
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Release()
+	var n int64
+	for i, st := range sts {
+		if st.Simple {
+			res, err := conn.Conn().PgConn().Exec(ctx, st.SQL).ReadAll()
 			if err != nil {
 				return n, err
 			}
-			for rows.Next() {
-				for _, v := range rows.RawValues() {
-					n += int64(len(v))
+			for _, r := range res {
+				for _, row := range r.Rows {
+					for _, v := range row {
+						n += int64(len(v))
+						emit(v)
+					}
 				}
 			}
-			rows.Close()
-			if err := rows.Err(); err != nil {
-				return n, err
+			continue
+		}
+		rows, err := conn.Query(ctx, st.SQL, args[i]...)
+		if err != nil {
+			return n, err
+		}
+		for rows.Next() {
+			for _, v := range rows.RawValues() {
+				n += int64(len(v))
+				emit(v)
 			}
 		}
-		return n, nil
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return n, err
+		}
 	}
+	return n, nil
 }
 
 // copyRequest is a baseline of the export: the COPY ... TO STDOUT statement on a connection of
@@ -283,6 +297,20 @@ func measure(ctx context.Context, bin, tmp string, s *dataSet, w workload, conc 
 	}
 	sides := []*side{{do: svc.serviceRequest(w, cw.answer, r.Cache)}, {do: hand}, {do: captured}}
 	names := []string{"service", "hand-written SQL", "captured SQL"}
+	if w.Light && conc == lightConc && !w.isExport() {
+		// The light target's line also measures the bare server (floor.go), whose answer is
+		// the captured SQL's bytes.
+		size, err := captured(ctx, 0)
+		if err != nil {
+			return r, fmt.Errorf("%s: captured SQL: %w", w.Name, err)
+		}
+		fl, err := startFloor(ctx, tmp, s.DB, cw.statements, conc)
+		if err != nil {
+			return r, err
+		}
+		defer fl.stop()
+		sides, names = append(sides, &side{do: fl.request(size)}), append(names, "bare server")
+	}
 	// Slices of at least four requests' time each: a long request would otherwise stretch every
 	// slice (requests in flight at a slice's end are awaited).
 	longest := time.Duration(0)
@@ -334,6 +362,9 @@ func measure(ctx context.Context, bin, tmp string, s *dataSet, w workload, conc 
 		}
 	}
 	r.Svc, r.Hand, r.Capt, r.SvcCPU = sides[0].m, sides[1].m, sides[2].m, sides[0].cpu
+	if len(sides) > 3 {
+		r.Floor = &sides[3].m
+	}
 	if r.PeakRSS, err = sampler.Stop(true); err != nil {
 		return r, fmt.Errorf("peak RSS: %w", err)
 	}

@@ -25,6 +25,7 @@ type row struct {
 	PeakRSS int64         // the service's peak resident memory (warm-up and measurement)
 	Hand    measurement   // the hand-written SQL (the primary baseline)
 	Capt    measurement   // the captured SQL (the second baseline)
+	Floor   *measurement  // the bare server (floor.go), on the light lines at concurrency 1
 	Heavy   bool          // the database works over 10 ms (hand-written median at the lowest concurrency)
 	// Warm marks a warm line: the answer cache on, the same question repeated; Hand is then the
 	// cold line's and Capt is not measured. Cache counts the service's Cache-Status headers.
@@ -79,7 +80,7 @@ func (r *row) judge() {
 		return "MISSED"
 	}
 	switch {
-	case r.Svc.Errors > 0 || r.Hand.Errors > 0 || r.Capt.Errors > 0:
+	case r.Svc.Errors > 0 || r.Hand.Errors > 0 || r.Capt.Errors > 0 || (r.Floor != nil && r.Floor.Errors > 0):
 		r.Target, r.Verdict = "no errors", "ERRORS"
 	case r.Warm:
 		want := float64(warmLightRatio)
@@ -274,16 +275,44 @@ func render(e environment, o options, sets []*dataSet, rows []row) string {
 			p("| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %.2f | %.0f | %s | %s |\n",
 				r.W.Name, r.Conc, r.cacheCell(), rps(r.Svc.RPS()), ms(r.Svc.P50), ms(r.Svc.P99), rps(r.Hand.RPS()), ms(r.Hand.P50), ms(r.Hand.P99),
 				capt, captP50, ratioCell(r.ratio()), xcapt, cpu, mb(r.PeakRSS), dash(r.Target), verdict(r.Verdict))
-			for i, m := range []measurement{r.Svc, r.Hand, r.Capt} {
+			sides := []measurement{r.Svc, r.Hand, r.Capt}
+			if r.Floor != nil {
+				sides = append(sides, *r.Floor)
+			}
+			for i, m := range sides {
 				if m.Errors > 0 && (i == 0 || !r.Warm) {
-					p("| | | | %s: %d errors: %s | | | | | | | | | | | | | |\n", []string{"service", "hand-written", "captured"}[i], m.Errors,
+					p("| | | | %s: %d errors: %s | | | | | | | | | | | | | |\n", []string{"service", "hand-written", "captured", "bare server"}[i], m.Errors,
 						strings.ReplaceAll(fmt.Sprint(m.FirstErr), "|", "/"))
 				}
 			}
 		}
 		p("\n")
+		renderFloor(p, s, rows)
 	}
 	return b.String()
+}
+
+// renderFloor writes the light lines' bare server (floor.go) of data set s, after its table.
+func renderFloor(p func(string, ...any), s *dataSet, rows []row) {
+	head := false
+	for _, r := range rows {
+		if r.Set != s || r.Floor == nil {
+			continue
+		}
+		if !head {
+			p("The light lines at c=%d against **a bare server** (`bench/run/floor.go`: fasthttp and a pgx pool configured as the service's, "+
+				"running the captured SQL and writing the rows' bytes, no GraphQL, JSON, key, log or metrics), measured as a fourth side of the same slices: "+
+				"its ×hand is the most any HTTP service in front of this database scores on this machine.\n\n", lightConc)
+			p("| Workload | Hand-written req/s | Bare server req/s | p50 ms | Bare ×hand | Service ×hand | Service ÷ bare |\n")
+			p("|---|--:|--:|--:|--:|--:|--:|\n")
+			head = true
+		}
+		p("| %s | %s | %s | %s | %.2f | %.2f | %.2f |\n", r.W.Name, rps(r.Hand.RPS()), rps(r.Floor.RPS()), ms(r.Floor.P50),
+			ratio(*r.Floor, r.Hand), r.ratio(), ratio(r.Svc, *r.Floor))
+	}
+	if head {
+		p("\n")
+	}
 }
 
 // ratioCell writes a ratio with two decimals, without decimals from 100 up (warm lines).

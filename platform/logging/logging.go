@@ -79,18 +79,26 @@ func newHandler(w io.Writer, format config.LogFormat, opts *slog.HandlerOptions)
 	return slog.NewTextHandler(w, opts)
 }
 
-// levelNames writes levels with the specification's names (WARNING, CRITICAL).
+// levelNames writes levels with the specification's names (WARNING, CRITICAL). Every level
+// becomes a string, INFO and DEBUG too: left a slog.Level, the JSON handler would write it
+// through json.Marshal (a few microseconds and allocations on every access line).
 func levelNames(groups []string, a slog.Attr) slog.Attr {
 	if len(groups) > 0 || a.Key != slog.LevelKey {
 		return a
 	}
-	switch lvl := a.Value.Any().(slog.Level); {
+	lvl, ok := a.Value.Any().(slog.Level)
+	if !ok {
+		return a
+	}
+	switch {
 	case lvl >= config.LevelCritical:
 		a.Value = slog.StringValue("CRITICAL")
 	case lvl >= slog.LevelError:
 		a.Value = slog.StringValue("ERROR")
 	case lvl >= slog.LevelWarn:
 		a.Value = slog.StringValue("WARNING")
+	default:
+		a.Value = slog.StringValue(lvl.String())
 	}
 	return a
 }
