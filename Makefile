@@ -80,7 +80,7 @@ soak:
 # hand-written SQL for the same question and the service's captured SQL, the demo data at
 # 100,000 and 1,000,000 records, every workload at concurrency 1 and 16 with the answer cache
 # off (cold lines), the dashboard questions again with it on and repeated (warm lines), about
-# 13 minutes. BENCH_FLAGS passes flags to bench/run, e.g. BENCH_FLAGS='-sizes 10000000
+# 16 minutes. BENCH_FLAGS passes flags to bench/run, e.g. BENCH_FLAGS='-sizes 10000000
 # -patients-rss 0' for the large size (cold lines only), '-warm-max-records 0' for no warm
 # lines, '-profile /tmp/prof' for profiles. Last, the live answers (contract 6.11) on the smallest
 # size: 1,000 streams on one question and on 100, three changes each, about 15 s more

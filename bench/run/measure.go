@@ -321,9 +321,12 @@ func measure(ctx context.Context, bin, tmp string, s *dataSet, w workload, conc 
 		}
 		longest = max(longest, l)
 	}
+	// Yet at least minRounds slices per side (-rounds permitting), however long a request: a
+	// side measured in a single slice weighs whatever else the machine did then on that side
+	// alone, which moved the heavy lines at c=16 by a tenth from run to run (2026-11-26).
 	rounds := o.rounds
 	if longest > 0 {
-		rounds = max(1, min(rounds, int(o.duration/(4*longest))))
+		rounds = max(min(o.rounds, minRounds), min(rounds, int(o.duration/(4*longest))))
 	}
 	slice := o.duration / time.Duration(rounds)
 	for i := range rounds {
@@ -370,6 +373,10 @@ func measure(ctx context.Context, bin, tmp string, s *dataSet, w workload, conc 
 	}
 	return r, checked(w, conc, "cold", r.Svc)
 }
+
+// minRounds is the fewest slices a side of a cold line is measured in, alternating with the
+// others (unless -rounds asks fewer).
+const minRounds = 2
 
 // rssInterval is how often the service's resident memory is sampled during a line.
 const rssInterval = 5 * time.Millisecond

@@ -244,14 +244,14 @@ func render(e environment, o options, sets []*dataSet, rows []row) string {
 		"The service, the database and the load driver share the machine; other processes used %.0f%% of its processor time while the benchmark measured.\n\n",
 		e.CPU, e.Cores, e.MemGiB, e.Kernel, e.Go, e.Postgres, e.Settings, 100*e.OtherCPU)
 	p("Each cold line (cache **off**: `CACHE__ENABLED=false`): closed loop with c workers; each side warmed up (one request, then %s at c workers when a request is shorter), then measured for %s, "+
-		"in up to %d slices alternating service, hand-written SQL and captured SQL (requests in flight at a slice's end awaited); the service is restarted for each line. "+
+		"in %d to %d slices alternating service, hand-written SQL and captured SQL (requests in flight at a slice's end awaited); the service is restarted for each line. "+
 		"Each warm line (cache **on**, `CACHE__MAX_BYTES` %d MiB, on data sets of at most %s records): the service restarted, the question sent until an answer comes from memory and that answer checked against the hand-written SQL, "+
 		"%s at c workers unmeasured, then the service alone measured for %s; its hand-written figures are the cold line's above it (same workload and c); "+
 		"the Cache column gives the share of the measured responses that were hits (`Cache-Status: emsquery; hit`); a build without the cache (no `Cache-Status` header) is measured but not judged. "+
 		"**Hand-written**: the SQL a DBA would type for the same question, values in the text, simple protocol, every row read (the export: `COPY (that SELECT) TO STDOUT` on a kept session); "+
 		"checked before measuring to give the service's answer. **Captured**: the statements and parameters the service sent, through a pgx pool configured as the service's "+
 		"(the export: the service's COPY on a kept session). **×hand** = service req/s ÷ hand-written req/s (the targets' ratio); **×capt** = service req/s ÷ captured req/s. "+
-		"CPU/req: the service process's CPU time per request.\n\n", o.warmup, o.duration, o.rounds, cacheMaxBytes>>20, count(o.warmMax), o.warmup, o.warmDuration)
+		"CPU/req: the service process's CPU time per request.\n\n", o.warmup, o.duration, min(o.rounds, minRounds), o.rounds, cacheMaxBytes>>20, count(o.warmMax), o.warmup, o.warmDuration)
 	for _, s := range sets {
 		if s.RSSOnly {
 			p("### patients with %s rows (%s records)\n\n", count(int(s.Patients)), count(s.Records))
