@@ -40,6 +40,20 @@ type floorSpec struct {
 	Conns      int
 }
 
+// servesFloor runs the bare server and exits when this process was started as one
+// (startFloor: -serve-floor path); otherwise it returns at once. main and the tests' TestMain
+// call it first.
+func servesFloor() {
+	if len(os.Args) != 3 || os.Args[1] != "-serve-floor" {
+		return
+	}
+	if err := serveFloor(os.Args[2]); err != nil {
+		fmt.Fprintln(os.Stderr, "bare server:", err)
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
 // serveFloor runs the bare server until SIGINT or SIGTERM.
 func serveFloor(path string) error {
 	data, err := os.ReadFile(path)

@@ -11,13 +11,7 @@ import (
 
 // TestMain lets the test binary be the bare server that startFloor starts (os.Executable).
 func TestMain(m *testing.M) {
-	if len(os.Args) == 3 && os.Args[1] == "-serve-floor" {
-		if err := serveFloor(os.Args[2]); err != nil {
-			os.Stderr.WriteString("bare server: " + err.Error() + "\n")
-			os.Exit(1)
-		}
-		os.Exit(0)
-	}
+	servesFloor()
 	os.Exit(m.Run())
 }
 

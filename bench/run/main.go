@@ -70,14 +70,7 @@ import (
 )
 
 func main() {
-	if len(os.Args) == 3 && os.Args[1] == "-serve-floor" {
-		// The bare server of floor.go, which the benchmark starts as a process of its own.
-		if err := serveFloor(os.Args[2]); err != nil {
-			fmt.Fprintln(os.Stderr, "bare server:", err)
-			os.Exit(1)
-		}
-		return
-	}
+	servesFloor() // the bare server of floor.go, which the benchmark starts as a process of its own
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
