@@ -169,6 +169,9 @@ type dataSet struct {
 	Workloads []workload
 	// RSSOnly marks the set loaded for the patients peak-RSS target.
 	RSSOnly bool
+	// Postmaster is the process ID of the cluster's postmaster, whose processor time (its
+	// backends') the cold lines measure.
+	Postmaster int
 }
 
 func run() error {
@@ -223,6 +226,9 @@ func run() error {
 		return fmt.Errorf("start a PostgreSQL cluster: %w", err)
 	}
 	defer cluster.Destroy()
+	for _, s := range sets {
+		s.Postmaster = cluster.PostmasterPID()
+	}
 
 	for _, s := range sets {
 		if err := load(ctx, cluster, s, o.seed); err != nil {

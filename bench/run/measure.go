@@ -243,6 +243,9 @@ type side struct {
 	do  request
 	m   measurement
 	cpu time.Duration // the service's CPU time while this side ran (service side only)
+	// db and driver are the cluster's and this program's (the load driver's) processor time
+	// while this side ran.
+	db, driver time.Duration
 }
 
 // warmUp runs one request, which also tells how long one takes, then, when requests are short,
@@ -341,6 +344,10 @@ func measure(ctx context.Context, bin, tmp string, s *dataSet, w workload, conc 
 			if err != nil {
 				return r, err
 			}
+			others0, err := otherTimes(s.Postmaster)
+			if err != nil {
+				return r, err
+			}
 			m := closedLoop(ctx, conc, slice, sd.do)
 			if j == 0 {
 				cpu1, err := procstat.CPUTime(pid)
@@ -349,6 +356,12 @@ func measure(ctx context.Context, bin, tmp string, s *dataSet, w workload, conc 
 				}
 				sd.cpu += cpu1 - cpu0
 			}
+			others1, err := otherTimes(s.Postmaster)
+			if err != nil {
+				return r, err
+			}
+			sd.db += others1.db - others0.db
+			sd.driver += others1.driver - others0.driver
 			if profiled != nil {
 				if err := <-profiled; err != nil {
 					return r, err
@@ -365,6 +378,7 @@ func measure(ctx context.Context, bin, tmp string, s *dataSet, w workload, conc 
 		}
 	}
 	r.Svc, r.Hand, r.Capt, r.SvcCPU = sides[0].m, sides[1].m, sides[2].m, sides[0].cpu
+	r.SvcDB, r.SvcDriver, r.HandDB, r.HandDriver = sides[0].db, sides[0].driver, sides[1].db, sides[1].driver
 	if len(sides) > 3 {
 		r.Floor = &sides[3].m
 	}
@@ -372,6 +386,23 @@ func measure(ctx context.Context, bin, tmp string, s *dataSet, w workload, conc 
 		return r, fmt.Errorf("peak RSS: %w", err)
 	}
 	return r, checked(w, conc, "cold", r.Svc)
+}
+
+// processTimes are the processor times of the database cluster and of this program.
+type processTimes struct{ db, driver time.Duration }
+
+// otherTimes reads the processor time so far of the cluster whose postmaster is postmaster (0:
+// none) and of this program, which drives the load.
+func otherTimes(postmaster int) (processTimes, error) {
+	db, err := clusterTicks(postmaster)
+	if err != nil {
+		return processTimes{}, err
+	}
+	self, err := procstat.Self()
+	if err != nil {
+		return processTimes{}, err
+	}
+	return processTimes{db: time.Duration(db) * procstat.Tick, driver: self.CPU()}, nil
 }
 
 // minRounds is the fewest slices a side of a cold line is measured in, alternating with the

@@ -26,6 +26,10 @@ type row struct {
 	Hand    measurement   // the hand-written SQL (the primary baseline)
 	Capt    measurement   // the captured SQL (the second baseline)
 	Floor   *measurement  // the bare server (floor.go), on the light lines at concurrency 1
+	// SvcDB and SvcDriver are the database's and the load driver's processor time while the
+	// service side was measured, HandDB and HandDriver while the hand-written side was (cold
+	// lines).
+	SvcDB, SvcDriver, HandDB, HandDriver time.Duration
 	Heavy   bool          // the database works over 10 ms (hand-written median at the lowest concurrency)
 	// Warm marks a warm line: the answer cache on, the same question repeated; Hand is then the
 	// cold line's and Capt is not measured. Cache counts the service's Cache-Status headers.
@@ -173,22 +177,32 @@ func sampleCPU(postmaster int) (cpuSample, error) {
 		return s, err
 	}
 	s.own = self.UTime + self.STime + self.CUTime + self.CSTime
+	db, err := clusterTicks(postmaster)
+	s.own += db
+	return s, err
+}
+
+// clusterTicks is the processor time, in clock ticks, of the cluster whose postmaster is
+// postmaster: its own, its backends' and workers' that still run, and those of the ones that
+// ended (which the postmaster waited for). 0 without a postmaster.
+func clusterTicks(postmaster int) (int64, error) {
 	if postmaster <= 0 {
-		return s, nil
+		return 0, nil
 	}
 	procs, err := procstat.Processes()
 	if err != nil {
-		return s, err
+		return 0, err
 	}
+	var t int64
 	for _, p := range procs {
 		switch {
 		case p.PID == postmaster:
-			s.own += p.UTime + p.STime + p.CUTime + p.CSTime
+			t += p.UTime + p.STime + p.CUTime + p.CSTime
 		case p.PPID == postmaster:
-			s.own += p.UTime + p.STime
+			t += p.UTime + p.STime
 		}
 	}
-	return s, nil
+	return t, nil
 }
 
 // otherShare is the share of all processor time that others used between a and b.
@@ -288,6 +302,7 @@ func render(e environment, o options, sets []*dataSet, rows []row) string {
 		}
 		p("\n")
 		renderFloor(p, s, rows)
+		renderTimes(p, s, rows)
 	}
 	return b.String()
 }
@@ -312,6 +327,49 @@ func renderFloor(p func(string, ...any), s *dataSet, rows []row) {
 	}
 	if head {
 		p("\n")
+	}
+}
+
+// renderTimes writes, for the cold lines at concurrency 16 of data set s, after its table,
+// the processor time each request cost the three processes that share the machine: on such a
+// line the machine is busy, so a side's throughput is the machine's time divided by what one of
+// its requests costs them all, and the ratio of the two sums is about the line's ×hand. It
+// tells which part of the gap the service could close: only its own column differs in kind.
+func renderTimes(p func(string, ...any), s *dataSet, rows []row) {
+	head := false
+	for _, r := range rows {
+		if r.Set != s || r.Warm || r.Conc <= lightConc || r.Svc.Requests == 0 || r.Hand.Requests == 0 {
+			continue
+		}
+		if !head {
+			p("Processor time per request on the cold lines at c=16, in ms: the service process's; the database cluster's (every backend) and the load driver's (`bench/run`, which reads every answer) "+
+				"while the service was measured; the same two while the hand-written SQL was. **Sums' ratio** = the hand-written side's sum ÷ the service side's: "+
+				"what ×hand comes to when the two cores are busy, so what the database's and the driver's shares leave the service.\n\n")
+			p("| Workload | Service | Database | Load driver | Service side | Database | Load driver | Hand-written side | Sums' ratio | ×hand |\n")
+			p("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+			head = true
+		}
+		per := func(d time.Duration, m measurement) float64 { return float64(d.Microseconds()) / 1000 / float64(m.Requests) }
+		svc, sdb, sdrv := per(r.SvcCPU, r.Svc), per(r.SvcDB, r.Svc), per(r.SvcDriver, r.Svc)
+		hdb, hdrv := per(r.HandDB, r.Hand), per(r.HandDriver, r.Hand)
+		sum, hsum := svc+sdb+sdrv, hdb+hdrv
+		p("| %s | %s | %s | %s | %s | %s | %s | %s | %.2f | %.2f |\n", r.W.Name, cpuMS(svc), cpuMS(sdb), cpuMS(sdrv), cpuMS(sum),
+			cpuMS(hdb), cpuMS(hdrv), cpuMS(hsum), hsum/sum, r.ratio())
+	}
+	if head {
+		p("\n")
+	}
+}
+
+// cpuMS writes processor milliseconds with three significant digits or two decimals.
+func cpuMS(v float64) string {
+	switch {
+	case v >= 100:
+		return fmt.Sprintf("%.0f", v)
+	case v >= 10:
+		return fmt.Sprintf("%.1f", v)
+	default:
+		return fmt.Sprintf("%.2f", v)
 	}
 }
 

@@ -1,8 +1,11 @@
 package main
 
 import (
+	"fmt"
 	"net/http"
+	"strings"
 	"testing"
+	"time"
 )
 
 // The Cache column and the warm lines' verdict read the Cache-Status headers counted.
@@ -33,5 +36,28 @@ func TestCacheTally(t *testing.T) {
 		if got := percent(f); got != want {
 			t.Errorf("percent(%v) = %q, want %q", f, got, want)
 		}
+	}
+}
+
+// The processor-time table divides each side's times by its requests, and its sums' ratio is
+// the hand-written side's sum over the service side's.
+func TestRenderTimes(t *testing.T) {
+	s := &dataSet{}
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	rows := []row{
+		{Set: s, W: workload{Name: "light"}, Conc: lightConc, Svc: measurement{Requests: 10}, Hand: measurement{Requests: 10}},
+		{Set: s, W: workload{Name: "heavy"}, Conc: 16,
+			Svc: measurement{Requests: 4, Elapsed: time.Second}, SvcCPU: ms(100), SvcDB: ms(200), SvcDriver: ms(20),
+			Hand: measurement{Requests: 5, Elapsed: time.Second}, HandDB: ms(250), HandDriver: ms(50)},
+	}
+	var b strings.Builder
+	renderTimes(func(f string, a ...any) { fmt.Fprintf(&b, f, a...) }, s, rows)
+	out := b.String()
+	// Service side 25 + 50 + 5 = 80 ms a request, hand-written 50 + 10 = 60: 0.75.
+	if want := "| heavy | 25.0 | 50.0 | 5.00 | 80.0 | 50.0 | 10.0 | 60.0 | 0.75 | 0.80 |"; !strings.Contains(out, want) {
+		t.Errorf("renderTimes:\n%s\nwant the line %s", out, want)
+	}
+	if strings.Contains(out, "| light |") {
+		t.Errorf("renderTimes wrote the c=%d line:\n%s", lightConc, out)
 	}
 }
