@@ -30,7 +30,7 @@ type row struct {
 	// service side was measured, HandDB and HandDriver while the hand-written side was (cold
 	// lines).
 	SvcDB, SvcDriver, HandDB, HandDriver time.Duration
-	Heavy   bool          // the database works over 10 ms (hand-written median at the lowest concurrency)
+	Heavy                                bool // the database works over 10 ms (hand-written median at the lowest concurrency)
 	// Warm marks a warm line: the answer cache on, the same question repeated; Hand is then the
 	// cold line's and Capt is not measured. Cache counts the service's Cache-Status headers.
 	Warm  bool
@@ -342,14 +342,16 @@ func renderTimes(p func(string, ...any), s *dataSet, rows []row) {
 			continue
 		}
 		if !head {
-			p("Processor time per request on the cold lines at c=16, in ms: the service process's; the database cluster's (every backend) and the load driver's (`bench/run`, which reads every answer) "+
-				"while the service was measured; the same two while the hand-written SQL was. **Sums' ratio** = the hand-written side's sum ÷ the service side's: "+
+			p("Processor time per request on the cold lines at c=16, in ms: the service process's; the database cluster's (every backend) and the load driver's (`bench/run`, which reads every answer) " +
+				"while the service was measured; the same two while the hand-written SQL was. **Sums' ratio** = the hand-written side's sum ÷ the service side's: " +
 				"what ×hand comes to when the two cores are busy, so what the database's and the driver's shares leave the service.\n\n")
 			p("| Workload | Service | Database | Load driver | Service side | Database | Load driver | Hand-written side | Sums' ratio | ×hand |\n")
 			p("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 			head = true
 		}
-		per := func(d time.Duration, m measurement) float64 { return float64(d.Microseconds()) / 1000 / float64(m.Requests) }
+		per := func(d time.Duration, m measurement) float64 {
+			return float64(d.Microseconds()) / 1000 / float64(m.Requests)
+		}
 		svc, sdb, sdrv := per(r.SvcCPU, r.Svc), per(r.SvcDB, r.Svc), per(r.SvcDriver, r.Svc)
 		hdb, hdrv := per(r.HandDB, r.Hand), per(r.HandDriver, r.Hand)
 		sum, hsum := svc+sdb+sdrv, hdb+hdrv
