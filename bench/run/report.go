@@ -26,11 +26,7 @@ type row struct {
 	Hand    measurement   // the hand-written SQL (the primary baseline)
 	Capt    measurement   // the captured SQL (the second baseline)
 	Floor   *measurement  // the bare server (floor.go), on the light lines at concurrency 1
-	// SvcDB and SvcDriver are the database's and the load driver's processor time while the
-	// service side was measured, HandDB and HandDriver while the hand-written side was (cold
-	// lines).
-	SvcDB, SvcDriver, HandDB, HandDriver time.Duration
-	Heavy                                bool // the database works over 10 ms (hand-written median at the lowest concurrency)
+	Heavy   bool          // the database works over 10 ms (hand-written median at the lowest concurrency)
 	// Warm marks a warm line: the answer cache on, the same question repeated; Hand is then the
 	// cold line's and Capt is not measured. Cache counts the service's Cache-Status headers.
 	Warm  bool
@@ -38,6 +34,11 @@ type row struct {
 
 	Target  string
 	Verdict string // "met", "MISSED" or ""
+
+	// SvcDB and SvcDriver are the database's and the load driver's processor time while the
+	// service side was measured, HandDB and HandDriver while the hand-written side was (cold
+	// lines).
+	SvcDB, SvcDriver, HandDB, HandDriver time.Duration
 }
 
 func ratio(a, b measurement) float64 {
