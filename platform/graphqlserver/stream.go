@@ -3,6 +3,7 @@ package graphqlserver
 import (
 	"context"
 	"errors"
+	"io"
 	"iter"
 	"net/http"
 	"sync"
@@ -38,16 +39,17 @@ var errCut = errors.New("the answer failed after its first bytes were sent")
 // answer streams by then (cause: the error what still runs fails with), or when the client
 // closes its connection, and a writer that holds the first streamAt bytes. When answer ends
 // first, its answer is sent as a whole; when it writes more, the held bytes and the rest go out
-// as a chunked body while it writes (httpbridge.SendStream), each write waiting until the
-// client's connection has taken the previous one, and the request context lives until answer
-// returns.
+// as a chunked body (httpbridge.SendStream), and the request context lives until answer returns.
 //
-// answer runs as a coroutine (an answerer) of the handler until it ends or its answer outgrows
-// streamAt: most answers end there, at the cost of two switches between goroutines that the
-// scheduler never sees. A goroutine of their own, handed over through channels, cost a light
-// request a fifth of its processor time (waking another processor to run it, and waking the
-// handler back). Only an answer that streams goes on in a goroutine, which resumes the
-// coroutine while the handler returns to fasthttp to send what it writes.
+// answer runs as a coroutine (an answerer) of the connection's goroutine: of the handler until
+// it ends or its answer outgrows streamAt (most answers end there), then of fasthttp's sending
+// of the body, which resumes it each time it has sent what answer wrote last (streamedBody).
+// Writing and sending so take turns on one goroutine, at the cost of two switches between
+// coroutines that the scheduler never sees per chunk. A goroutine of its own, handed over
+// through channels, cost a light request a fifth of its processor time (waking another processor
+// to run it, and waking the handler back); a streamed answer's goroutine, handing 64 KiB
+// buffers to fasthttp's through a pipe, woke a thread of the runtime for about every buffer,
+// thousands of context switches per large answer.
 func run(c *fiber.Ctx, timeout time.Duration, cause error, answer func(ctx context.Context, w responseWriter)) {
 	// The request's time bound (LIMITS__REQUEST_TIMEOUT) is on computing the answer: it ends
 	// when the answer starts to stream, whose pace is the client's (a steady reader is never
@@ -69,7 +71,7 @@ func run(c *fiber.Ctx, timeout time.Duration, cause error, answer func(ctx conte
 	w := &streamWriter{header: http.Header{}}
 	a := getAnswerer()
 	w.answerer = a
-	if streaming = a.run(func() { answer(ctx, w) }); !streaming {
+	if streaming = a.run(func() { answer(ctx, w); w.finish() }); !streaming {
 		a.release()
 		stopWatch()
 		stopTimer()
@@ -89,22 +91,73 @@ func run(c *fiber.Ctx, timeout time.Duration, cause error, answer func(ctx conte
 	stopWatch()
 	stopTimer()
 	w.writeHead(c)
-	pw := httpbridge.NewPipe()
-	w.pipe = pw
-	httpbridge.SendStream(c, pw)
-	go func() {
-		a.resume() // the rest of answer, written into the pipe
-		a.release()
-		w.mu.Lock()
-		failed := w.failed
-		w.mu.Unlock()
-		if failed != nil {
-			_ = pw.CloseWithError(errCut)
-		} else {
-			_ = pw.Close()
+	body := &streamedBody{w: w, a: a, cancel: cancel}
+	httpbridge.SendStream(c, body, body.stop)
+}
+
+// streamedBody is a streamed answer as fasthttp reads it: each Read hands on what the answer
+// wrote last, and once that is sent resumes the answer (on the same goroutine) until it writes
+// again or ends.
+type streamedBody struct {
+	w      *streamWriter
+	a      *answerer
+	cancel context.CancelCauseFunc
+	rest   []byte // what the answer wrote last, not yet read
+	done   bool
+	err    error // what the body ends with: nil, or errCut when the answer failed
+}
+
+func (b *streamedBody) Read(p []byte) (int, error) {
+	for len(b.rest) == 0 {
+		if b.done {
+			if b.err != nil {
+				return 0, b.err
+			}
+			return 0, io.EOF
 		}
-		cancel(nil)
-	}()
+		b.resume()
+		if !b.done {
+			b.rest = b.w.out
+		}
+	}
+	n := copy(p, b.rest)
+	b.rest = b.rest[n:]
+	return n, nil
+}
+
+// resume goes on with the answer, what it wrote last being read, until it writes again or ends.
+func (b *streamedBody) resume() {
+	b.w.out = nil
+	if !b.a.resume() {
+		b.end()
+	}
+}
+
+// end follows the answer's end: its answerer is free again, its context ends, and a failed
+// answer cuts the body.
+func (b *streamedBody) end() {
+	b.done = true
+	b.a.release()
+	b.w.mu.Lock()
+	failed := b.w.failed
+	b.w.mu.Unlock()
+	if failed != nil {
+		b.err = errCut
+	}
+	b.cancel(nil)
+}
+
+// stop is called when fasthttp stopped reading the body (sent, or the client's connection
+// failed): an answer still running is told that its client is gone and run to its end.
+func (b *streamedBody) stop() {
+	if b.done {
+		return
+	}
+	b.cancel(httpbridge.ErrClientGone)
+	b.w.gone = true
+	for !b.done {
+		b.resume()
+	}
 }
 
 // answerer is a coroutine (iter.Pull) that runs answers one after another, so that the stack
@@ -152,8 +205,15 @@ func (a *answerer) run(job func()) bool {
 // returns when resume goes on with it; false if it never will.
 func (a *answerer) stream() bool { return a.yield(true) }
 
-// resume goes on with a job that streams, until it ends.
-func (a *answerer) resume() { a.next() }
+// resume goes on with a job that streams until it hands on what it wrote (true) or ends.
+func (a *answerer) resume() bool {
+	streaming, _ := a.next()
+	return streaming
+}
+
+// hand, called by the job once it streams, hands the caller of resume what it wrote, and
+// returns when resume goes on with it; false if it never will.
+func (a *answerer) hand() bool { return a.yield(true) }
 
 // release keeps a for the next answer, once its job ended.
 func (a *answerer) release() {
@@ -164,16 +224,20 @@ func (a *answerer) release() {
 	}
 }
 
-// streamWriter holds the first streamAt bytes, then writes into the pipe fasthttp reads.
+// streamWriter holds the first streamAt bytes, then hands what is written to the body being
+// sent (streamedBody): a large write as it is, small ones gathered up to streamAt bytes.
 type streamWriter struct {
 	header  http.Header
 	status  int
 	held    []byte
 	heldBuf *[]byte // held's buffer, from heldBuffers
 	// answerer runs the answer: its stream hands the handler the answer that outgrows
-	// streamAt (see run), and returns when the pipe is in place.
+	// streamAt (see run), its hand the body each write once it streams.
 	answerer *answerer
-	pipe     *httpbridge.Pipe
+	// out is what the answer hands the body to send (streamedBody.Read), until the body
+	// resumes the answer; gone is set once the client stopped reading.
+	out  []byte
+	gone bool
 
 	mu        sync.Mutex
 	streaming bool
@@ -187,6 +251,11 @@ func (w *streamWriter) WriteHeader(status int) {
 		w.status = status
 	}
 }
+
+// handAt is the size from which a write is handed to the body as it is; smaller ones are
+// gathered (gqlgen's response writes its envelope a few bytes at a time), each hand costing a
+// chunk of the body and two switches between coroutines.
+const handAt = 4 << 10
 
 func (w *streamWriter) Write(p []byte) (int, error) {
 	w.mu.Lock()
@@ -203,26 +272,71 @@ func (w *streamWriter) Write(p []byte) (int, error) {
 		if !w.answerer.stream() {
 			return 0, errCut // never resumed: the handler stopped the answer
 		}
-		if _, err := w.pipe.Write(w.held); err != nil {
-			return 0, err
-		}
-		w.release()
 	}
-	return w.pipe.Write(p)
+	if len(p) < handAt && len(w.held)+len(p) <= streamAt {
+		w.hold(p)
+		return len(p), nil
+	}
+	if err := w.handHeld(); err != nil {
+		return 0, err
+	}
+	if err := w.hand(p); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }
 
-// Swap is Write for a whole chunk that the pipe may take instead of copying it (see
-// httpbridge.Pipe.Swap), once the answer streams: gqljson's streamed lists write their chunks
-// so. It returns the buffer to fill next.
+// hand has the body send p, and returns once it did (or the client is gone).
+func (w *streamWriter) hand(p []byte) error {
+	if w.gone {
+		return httpbridge.ErrClientGone
+	}
+	if len(p) == 0 {
+		return nil
+	}
+	w.out = p
+	if !w.answerer.hand() {
+		return errCut // never resumed
+	}
+	if w.gone {
+		return httpbridge.ErrClientGone
+	}
+	return nil
+}
+
+// handHeld has the body send the held bytes.
+func (w *streamWriter) handHeld() error {
+	err := w.hand(w.held)
+	w.held = w.held[:0]
+	return err
+}
+
+// finish ends the answer's writing: what a streamed answer still holds is sent.
+func (w *streamWriter) finish() {
+	w.mu.Lock()
+	streaming := w.streaming
+	w.mu.Unlock()
+	if streaming {
+		_ = w.handHeld()
+		w.release()
+	}
+}
+
+// Swap is Write for a whole chunk, whose buffer it returns to fill next: gqljson's streamed
+// lists write their chunks so. Once the answer streams, the chunk is sent from where it is and
+// its buffer comes back when it was (one copy less of the whole body).
 func (w *streamWriter) Swap(b []byte) ([]byte, error) {
 	w.mu.Lock()
 	streaming := w.streaming
 	w.mu.Unlock()
-	if !streaming || len(w.held) > 0 {
-		_, err := w.Write(b) // held, or streaming from this write on
+	if !streaming || len(b) < handAt {
+		_, err := w.Write(b)
 		return b[:0], err
 	}
-	return w.pipe.Swap(b)
+	if err := w.handHeld(); err != nil {
+		return b[:0], err
+	}
+	return b[:0], w.hand(b)
 }
 
 // heldBuffers are streamWriters' held bytes, reused: an answer held whole grew them by

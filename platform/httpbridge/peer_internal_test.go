@@ -103,8 +103,8 @@ func TestWatchClient(t *testing.T) {
 	case <-time.After(2 * time.Second):
 		t.Fatal("not cancelled 2s after the client left")
 	}
-	if !errors.Is(context.Cause(ctx), errClientGone) {
-		t.Errorf("cause %v, want errClientGone", context.Cause(ctx))
+	if !errors.Is(context.Cause(ctx), ErrClientGone) {
+		t.Errorf("cause %v, want ErrClientGone", context.Cause(ctx))
 	}
 
 	// After stop, nothing is cancelled any more.

@@ -33,17 +33,16 @@ func (s *stream) end(err error) {
 	}
 }
 
-// SendStream makes r, which its writer goes on filling after the handler returned, c's body:
-// chunked, sent as fasthttp reads it. A response costs the pipe's buffers, whatever its size. A
-// writer that closes the pipe with an error cuts the body: fasthttp then closes the connection
-// without the chunked body's last chunk, so no client can take what it received for a whole
-// answer. When the client stops taking bytes for good (its connection failed), the pipe's
-// reader is closed: the writer's next write fails.
-// The connection is corked while the body is sent (see cork.go).
-func SendStream(c *fiber.Ctx, r *Pipe) {
+// SendStream makes body, which its writer goes on filling after the handler returned, c's body:
+// chunked, sent as fasthttp reads it (on the connection's goroutine). A body whose Read fails
+// cuts the response: fasthttp then closes the connection without the chunked body's last
+// chunk, so no client can take what it received for a whole answer. stop is called when
+// fasthttp stops reading, the body sent or the client's connection failed (then before the
+// body's end). The connection is corked while the body is sent (see cork.go).
+func SendStream(c *fiber.Ctx, body io.Reader, stop func()) {
 	s := &stream{}
 	c.Locals(streamKey{}, s)
-	b := &streamBody{r: r, closeRead: r.closeRead, s: s, uncork: cork(c.Context().Conn())}
+	b := &streamBody{r: body, closeRead: stop, s: s, uncork: cork(c.Context().Conn())}
 	c.Response().SetBodyStream(b, -1)
 }
 
@@ -59,7 +58,7 @@ func SendEvents(c *fiber.Ctx, r io.ReadCloser) {
 	c.Response().SetBodyStream(b, -1)
 }
 
-// streamBody is the body stream fasthttp reads: the pipe, counted; fasthttp closes it when it
+// streamBody is the body stream fasthttp reads, counted; fasthttp closes it when it
 // has sent the body or failed to, which is when the stream ends.
 type streamBody struct {
 	r         io.Reader
@@ -87,7 +86,7 @@ func (b *streamBody) Read(p []byte) (int, error) {
 func (b *streamBody) Close() error {
 	err := b.err
 	if !b.eof && err == nil {
-		err = errClientGone // fasthttp stopped reading: its write to the client failed
+		err = ErrClientGone // fasthttp stopped reading: its write to the client failed
 	}
 	b.closeRead()
 	// fasthttp has written the last chunk into the socket (or failed): out with it now.

@@ -20,9 +20,9 @@ import (
 	"github.com/gofiber/fiber/v2"
 )
 
-// errClientGone is the cause of a request context cancelled because the client closed its
-// connection.
-var errClientGone = fmt.Errorf("the client closed its connection: %w", context.Canceled)
+// ErrClientGone is the cause of a request context cancelled because the client closed its
+// connection, and the error of a write to a client that stopped reading.
+var ErrClientGone = fmt.Errorf("the client closed its connection: %w", context.Canceled)
 
 // clientCheckInterval is how often a running API request looks whether its client is still
 // there. The first look comes after one interval, so quick requests never look.
@@ -45,7 +45,7 @@ func Watched(h fiber.Handler) fiber.Handler {
 		c.SetUserContext(ctx)
 		err := h(c)
 		c.SetUserContext(parent)
-		if errors.Is(context.Cause(ctx), errClientGone) {
+		if errors.Is(context.Cause(ctx), ErrClientGone) {
 			// Nobody reads this answer. The access line and the metrics get nginx's "client
 			// closed request" instead of an error of the service's.
 			c.Status(StatusClientClosedRequest)
@@ -59,7 +59,7 @@ func Watched(h fiber.Handler) fiber.Handler {
 // answer (nginx's 499).
 const StatusClientClosedRequest = 499
 
-// WatchClient calls cancel(errClientGone) when the peer of conn closes it, looking every
+// WatchClient calls cancel(ErrClientGone) when the peer of conn closes it, looking every
 // clientCheckInterval until stop is called. After stop returns no look is under way, so the
 // server's own reads of the connection never overlap with one. Connections that are not
 // sockets (tests, in-memory listeners) are not watched.
@@ -151,7 +151,7 @@ func (w *clientWatch) check() {
 		return
 	}
 	if peerClosed(w.raw) {
-		w.cancel(errClientGone)
+		w.cancel(ErrClientGone)
 		w.stopped = true // looked at no more
 	}
 }
@@ -166,4 +166,4 @@ func (w *clientWatch) stop() {
 }
 
 // IsClientGone says whether err is (or comes from) a request cancelled because its client left.
-func IsClientGone(err error) bool { return errors.Is(err, errClientGone) }
+func IsClientGone(err error) bool { return errors.Is(err, ErrClientGone) }
