@@ -356,23 +356,11 @@ func renderTimes(p func(string, ...any), s *dataSet, rows []row) {
 		svc, sdb, sdrv := per(r.SvcCPU, r.Svc), per(r.SvcDB, r.Svc), per(r.SvcDriver, r.Svc)
 		hdb, hdrv := per(r.HandDB, r.Hand), per(r.HandDriver, r.Hand)
 		sum, hsum := svc+sdb+sdrv, hdb+hdrv
-		p("| %s | %s | %s | %s | %s | %s | %s | %s | %.2f | %.2f |\n", r.W.Name, cpuMS(svc), cpuMS(sdb), cpuMS(sdrv), cpuMS(sum),
-			cpuMS(hdb), cpuMS(hdrv), cpuMS(hsum), hsum/sum, r.ratio())
+		p("| %s | %s | %s | %s | %s | %s | %s | %s | %.2f | %.2f |\n", r.W.Name, rps(svc), rps(sdb), rps(sdrv), rps(sum),
+			rps(hdb), rps(hdrv), rps(hsum), hsum/sum, r.ratio())
 	}
 	if head {
 		p("\n")
-	}
-}
-
-// cpuMS writes processor milliseconds with three significant digits or two decimals.
-func cpuMS(v float64) string {
-	switch {
-	case v >= 100:
-		return fmt.Sprintf("%.0f", v)
-	case v >= 10:
-		return fmt.Sprintf("%.1f", v)
-	default:
-		return fmt.Sprintf("%.2f", v)
 	}
 }
 
@@ -384,6 +372,8 @@ func ratioCell(v float64) string {
 	return fmt.Sprintf("%.2f", v)
 }
 
+// rps writes a rate (or processor milliseconds) with no decimals from 100 up, one from 10 up,
+// two below.
 func rps(v float64) string {
 	switch {
 	case v >= 100:
