@@ -47,9 +47,11 @@ var errCut = errors.New("the answer failed after its first bytes were sent")
 // Writing and sending so take turns on one goroutine, at the cost of two switches between
 // coroutines that the scheduler never sees per chunk. A goroutine of its own, handed over
 // through channels, cost a light request a fifth of its processor time (waking another processor
-// to run it, and waking the handler back); a streamed answer's goroutine, handing 64 KiB
-// buffers to fasthttp's through a pipe, woke a thread of the runtime for about every buffer,
-// thousands of context switches per large answer.
+// to run it, and waking the handler back); a streamed answer on a goroutine of its own, handing
+// 64 KiB buffers to fasthttp's through a pipe of four, held 256 KiB more and, at concurrency 1,
+// cost about a tenth more processor time per answer (1,000,000 patients: 500 against 440 ms).
+// fasthttp closes the body when it stops reading it (sent, failed, or the response reset), which
+// runs an answer still suspended to its end (streamedBody.stop).
 func run(c *fiber.Ctx, timeout time.Duration, cause error, answer func(ctx context.Context, w responseWriter)) {
 	// The request's time bound (LIMITS__REQUEST_TIMEOUT) is on computing the answer: it ends
 	// when the answer starts to stream, whose pace is the client's (a steady reader is never
