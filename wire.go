@@ -35,6 +35,7 @@ func initService(cfg *config.Config, svc telemetry.Service) (*app.Server, func()
 		answercache.New,
 		auth.NewChecker,
 		keyset.NewMaxPage,
+		newStreamedAnswers,
 		stats.ProviderSet,
 		resources.ProviderSet,
 		patients.ProviderSet,

@@ -126,10 +126,11 @@ func initService(cfg *config.Config, svc telemetry.Service) (*app.Server, func()
 		cleanup()
 		return nil, nil, err
 	}
+	streamedAnswers := newStreamedAnswers(limits)
 	exporter, cleanup8 := reports.NewExporter(db, logger, statsLimits)
-	exportSlots := reports.NewExportSlots(limits, configDatabase, logger)
+	exportSlots := reports.NewExportSlots(limits, configDatabase, streamedAnswers, logger)
 	exportHandler := reports.NewExportHandler(exporter, exportSlots, logger)
-	server := app.NewServer(configApp, limits, security, logger, db, checker, graphQLEndpoints, answercacheCache, streams, meterProvider, tracerProvider, exportHandler)
+	server := app.NewServer(configApp, limits, security, logger, db, checker, graphQLEndpoints, answercacheCache, streams, streamedAnswers, meterProvider, tracerProvider, exportHandler)
 	return server, func() {
 		cleanup8()
 		cleanup7()

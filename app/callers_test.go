@@ -425,13 +425,17 @@ WHERE datname = current_database() AND application_name = 'emsquery' AND query L
 		}
 		return n
 	}
-	svc := servicetest.Start(t, db, map[string]string{"DATABASE__POOL_SIZE": "4", "DATABASE__MAX_OVERFLOW": "0", "CACHE__ENABLED": "false", "APP__WRITE_TIMEOUT": "5"})
+	// Each key may run one of the two exports (half of them, rounded up).
+	first, second, third := newTestKey("first", "export"), newTestKey("second", "export"), newTestKey("third", "export")
+	keys := filepath.Join(t.TempDir(), "keys.json")
+	writeKeysFile(t, keys, first, second, third)
+	svc := servicetest.Start(t, db, map[string]string{"DATABASE__POOL_SIZE": "4", "DATABASE__MAX_OVERFLOW": "0", "CACHE__ENABLED": "false", "APP__WRITE_TIMEOUT": "5",
+		"AUTHENTICATION__API_KEYS_FILE": keys, "LIMITS__MAX_STREAMED_ANSWERS": "3"})
 	client := &http.Client{Transport: &http.Transport{DialContext: smallReceiveBuffer(&net.Dialer{}).DialContext, DisableKeepAlives: true}}
-	export := func() *http.Response {
+	exportWith := func(key testKey) *http.Response {
 		req, _ := http.NewRequest(http.MethodGet, svc.URL+exportPath+"?start_date=2018-05-01&end_date=2018-05-31", nil)
-		for k, v := range exportHeaders(svc) {
-			req.Header.Set(k, v)
-		}
+		req.Header.Set(svc.Header, key.secret)
+		req.Header.Set("SERVICE-X-API-KEY", key.secret)
 		resp, err := client.Do(req)
 		if err != nil {
 			t.Error(err) // from a goroutine too
@@ -443,11 +447,26 @@ WHERE datname = current_database() AND application_name = 'emsquery' AND query L
 	// its sort).
 	running := make([]*http.Response, 2)
 	var wg sync.WaitGroup
-	for i := range running {
+	for i, key := range []testKey{first, second} {
 		wg.Add(1)
-		go func() { defer wg.Done(); running[i] = export() }()
+		go func() { defer wg.Done(); running[i] = exportWith(key) }()
+		if i == 0 {
+			// One key cannot hold both exports while another would wait: with one running,
+			// the same key's second is refused for its key's share (429).
+			servicetest.WaitFor(t, 30*time.Second, "the first export's statement running", func() bool { return copies() == 1 })
+			resp := exportWith(first)
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			m := decodeJSON(t, body)
+			e, _ := m["error"].(map[string]any)
+			if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" || e["code"] != "RATE_LIMITED" ||
+				!strings.Contains(fmt.Sprint(e["message"]), "LIMITS__MAX_CONCURRENT_EXPORTS=2") {
+				t.Errorf("the first key's second export while its first runs: %d %v %s; want 429 RATE_LIMITED with Retry-After", resp.StatusCode, resp.Header, body)
+			}
+		}
 	}
 	wg.Wait()
+	export := func() *http.Response { return exportWith(third) }
 	for _, resp := range running {
 		defer resp.Body.Close()
 		if resp.StatusCode != http.StatusOK {
@@ -480,6 +499,14 @@ WHERE datname = current_database() AND application_name = 'emsquery' AND query L
 		if got := countOf(t, svc.GraphQL(t, "/graphql", recordsCountQuery, nil)); got != want {
 			t.Fatalf("records_count = %d, want %d, with two exports running", got, want)
 		}
+	}
+	// One key cannot hold both while another waits: the first key's second export is its
+	// key's refusal (429), not the total's.
+	resp := exportWith(first)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
+		t.Errorf("the first key's second export with both running: %d %.200s; want 503 with Retry-After (the total wins)", resp.StatusCode, body)
 	}
 	if n := copies(); n != 2 {
 		t.Errorf("%d exports' statements running after the refusals, want 2", n)

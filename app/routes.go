@@ -17,9 +17,10 @@ import (
 	"github.com/emsanalytics/emsquery/platform/database"
 	"github.com/emsanalytics/emsquery/platform/graphqlserver"
 	"github.com/emsanalytics/emsquery/platform/httpbridge"
+	"github.com/emsanalytics/emsquery/platform/keyslots"
 )
 
-func (s *Server) routes(limits config.Limits, security config.Security, db *database.DB, checker *auth.Checker, graphs GraphQLEndpoints, cache *answercache.Cache, streams *graphqlserver.Streams, export reports.ExportHandler) {
+func (s *Server) routes(limits config.Limits, security config.Security, db *database.DB, checker *auth.Checker, graphs GraphQLEndpoints, cache *answercache.Cache, streams *graphqlserver.Streams, streamed keyslots.StreamedAnswers, export reports.ExportHandler) {
 	f, cfg := s.fiber, s.cfg
 	// First, so that everything after it (the access line too) has the request's trace.
 	f.Use(s.traceRequests(s.tracer))
@@ -55,7 +56,9 @@ func (s *Server) routes(limits config.Limits, security config.Security, db *data
 		{"/lookups/graphql", auth.ScopeLookups, graphs.Lookups},
 	} {
 		// Answers from memory where they may be (contract 6.5).
-		endpoint := graphqlserver.New(ep.schema, graphQLOptions(ep.path, limits, cache, streams, s.log, s.metrics.meter, s.tracer))
+		o := graphQLOptions(ep.path, limits, cache, streams, s.log, s.metrics.meter, s.tracer)
+		o.StreamedAnswers = streamed.Slots
+		endpoint := graphqlserver.New(ep.schema, o)
 		s.mountGraphQL(ep.path, checker.Header(), endpoint.Handlers(checker.Require(ep.scope, graphQLRefusal)))
 	}
 

@@ -26,6 +26,7 @@ import (
 	"github.com/emsanalytics/emsquery/platform/database"
 	"github.com/emsanalytics/emsquery/platform/graphqlserver"
 	"github.com/emsanalytics/emsquery/platform/httpbridge"
+	"github.com/emsanalytics/emsquery/platform/keyslots"
 )
 
 // Server is the HTTP server of the service.
@@ -47,7 +48,7 @@ const writeBufferSize = 64 << 10
 
 // NewServer builds the Fiber app with every route of the service. cache keeps the GraphQL
 // endpoints' answers (nil: caching off).
-func NewServer(cfg config.App, limits config.Limits, security config.Security, log *slog.Logger, db *database.DB, checker *auth.Checker, graphs GraphQLEndpoints, cache *answercache.Cache, streams *graphqlserver.Streams, mp metric.MeterProvider, tp trace.TracerProvider, export reports.ExportHandler) *Server {
+func NewServer(cfg config.App, limits config.Limits, security config.Security, log *slog.Logger, db *database.DB, checker *auth.Checker, graphs GraphQLEndpoints, cache *answercache.Cache, streams *graphqlserver.Streams, streamed keyslots.StreamedAnswers, mp metric.MeterProvider, tp trace.TracerProvider, export reports.ExportHandler) *Server {
 	f := fiber.New(fiber.Config{
 		AppName:               "emsquery",
 		DisableStartupMessage: true,
@@ -66,7 +67,7 @@ func NewServer(cfg config.App, limits config.Limits, security config.Security, l
 	// next request on a connection that is about to close.
 	f.Server().CloseOnShutdown = true
 	s := &Server{fiber: f, cfg: cfg, log: log, metrics: newServiceMetrics(mp, log), tracer: tp, streams: streams}
-	s.routes(limits, security, db, checker, graphs, cache, streams, export)
+	s.routes(limits, security, db, checker, graphs, cache, streams, streamed, export)
 	return s
 }
 

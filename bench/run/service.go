@@ -61,6 +61,9 @@ func startServiceWith(ctx context.Context, bin, workDir string, db dbTarget, rec
 		// The export's lines measure its throughput at c=16, not LIMITS__MAX_CONCURRENT_EXPORTS
 		// (2 by default, which refuses the 3rd: app/callers_test.go tests that bound).
 		"LIMITS__MAX_CONCURRENT_EXPORTS": "16",
+		// Likewise the whole-table lists' and exports' LIMITS__MAX_STREAMED_ANSWERS (half of the
+		// pool by default, one key half of that: app/streamed_test.go tests that bound).
+		"LIMITS__MAX_STREAMED_ANSWERS": "64",
 	}
 	url, err := launcher.Loopback(settings)
 	if err != nil {

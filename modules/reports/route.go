@@ -10,6 +10,7 @@ import (
 
 	"github.com/emsanalytics/emsquery/platform/apierr"
 	"github.com/emsanalytics/emsquery/platform/httpbridge"
+	"github.com/emsanalytics/emsquery/platform/requestctx"
 )
 
 // ExportPath is the REST route of the main report's CSV export (GET; HEAD validates only).
@@ -26,8 +27,10 @@ type ExportHandler fiber.Handler
 // before the final chunk, so the client sees an incomplete response rather than a CSV that looks
 // complete; a client that hangs up makes the next write fail, which cancels the query.
 //
-// At most LIMITS__MAX_CONCURRENT_EXPORTS exports run at once (see ExportSlots); one past it is
-// a 503 SERVICE_UNAVAILABLE with Retry-After, before any statement runs.
+// At most LIMITS__MAX_CONCURRENT_EXPORTS exports run at once, and each is one of
+// LIMITS__MAX_STREAMED_ANSWERS (see ExportSlots); one past either is refused with Retry-After
+// (503 SERVICE_UNAVAILABLE past the total, 429 RATE_LIMITED past its key's share), before any
+// statement runs.
 //
 // A Fiber-native handler, not through the net/http adaptor, which would buffer the whole body.
 func NewExportHandler(ex *Exporter, slots *ExportSlots, log *slog.Logger) ExportHandler {
@@ -44,14 +47,15 @@ func NewExportHandler(ex *Exporter, slots *ExportSlots, log *slog.Logger) Export
 			setExportHeaders(c, FileName(a))
 			return nil
 		}
-		if err := slots.take(); err != nil {
-			c.Set(fiber.HeaderRetryAfter, strconv.Itoa(exportRetryAfter))
+		ctx := c.UserContext()
+		release, retryAfter, err := slots.take(requestctx.KeyName(ctx))
+		if err != nil {
+			c.Set(fiber.HeaderRetryAfter, strconv.Itoa(retryAfter))
 			return err
 		}
-		ctx := c.UserContext()
 		x, err := ex.Start(ctx, a)
 		if err != nil {
-			slots.release()
+			release()
 			return err
 		}
 		setExportHeaders(c, FileName(a))
@@ -61,7 +65,7 @@ func NewExportHandler(ex *Exporter, slots *ExportSlots, log *slog.Logger) Export
 		// fasthttp runs the stream writer exactly once, also when the response is never sent
 		// (its writes then fail), so the slot is given back there.
 		c.Context().SetBodyStreamWriter(func(w *bufio.Writer) {
-			defer slots.release()
+			defer release()
 			// fasthttp's own buffer is 4 KiB and every write past it is a hand-over to the
 			// goroutine that writes chunks; a larger buffer makes those rarer. A client that
 			// stops reading fails the writes after APP__WRITE_TIMEOUT (the server's connections

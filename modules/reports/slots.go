@@ -2,51 +2,60 @@ package reports
 
 import (
 	"log/slog"
-	"strconv"
 
-	"golang.org/x/sync/semaphore"
-
-	"github.com/emsanalytics/emsquery/platform/apierr"
 	"github.com/emsanalytics/emsquery/platform/config"
+	"github.com/emsanalytics/emsquery/platform/keyslots"
 )
 
-// ExportSlots bounds the CSV exports running at once (LIMITS__MAX_CONCURRENT_EXPORTS). An export
-// holds one database connection from its start until its client has the last row, which for a
-// slow download is minutes: without a bound, a handful of exports would hold the whole pool and
+// ExportSlots bounds the CSV exports running at once (LIMITS__MAX_CONCURRENT_EXPORTS, one key
+// at most half of them rounded up, so that one key cannot hold them all while another waits),
+// and takes each export's place among the answers sent while their rows are read
+// (LIMITS__MAX_STREAMED_ANSWERS, which GraphQL's whole-table lists share). An export holds one
+// database connection from its start until its client has the last row, which for a slow
+// download is minutes: without a bound, a handful of exports would hold the whole pool and
 // every GraphQL request would wait for a connection. With it, exports never hold more than that
 // many connections, and GraphQL always has the rest of the pool.
 //
-// An export past the bound is refused at once (503, Retry-After) rather than queued: a queued
-// export would hold its client's connection and memory while it waits, and a client told to
-// come back later can choose when.
+// An export past a bound is refused at once (503 past the total, 429 past the key's share, with
+// Retry-After) rather than queued: a queued export would hold its client's connection and
+// memory while it waits, and a client told to come back later can choose when.
 type ExportSlots struct {
-	sem *semaphore.Weighted
-	max int
+	exports  *keyslots.Slots
+	streamed *keyslots.Slots
 }
 
 // exportRetryAfter is the Retry-After of an export refused for want of a slot, in seconds:
 // exports take seconds to minutes, so sooner would mostly be refused again.
 const exportRetryAfter = 10
 
-// NewExportSlots returns the bound of the settings. It warns when the bound leaves GraphQL no
+// NewExportSlots returns the bounds of the settings. It warns when the bound leaves GraphQL no
 // connection of DATABASE__POOL_SIZE + DATABASE__MAX_OVERFLOW while exports run.
-func NewExportSlots(l config.Limits, d config.Database, log *slog.Logger) *ExportSlots {
+func NewExportSlots(l config.Limits, d config.Database, streamed keyslots.StreamedAnswers, log *slog.Logger) *ExportSlots {
 	n := int(l.MaxConcurrentExports)
 	if pool := int(d.PoolSize + d.MaxOverflow); n >= pool {
 		log.Warn("LIMITS__MAX_CONCURRENT_EXPORTS is not below DATABASE__POOL_SIZE + DATABASE__MAX_OVERFLOW: exports running at once can hold every database connection, and GraphQL requests then wait for one",
 			"max_concurrent_exports", n, "pool_max", pool)
 	}
-	return &ExportSlots{sem: semaphore.NewWeighted(int64(n)), max: n}
-}
-
-// take takes a slot, or returns the 503 SERVICE_UNAVAILABLE to answer (the caller sets
-// Retry-After). The slot must be given back with release exactly once.
-func (s *ExportSlots) take() error {
-	if s.sem.TryAcquire(1) {
-		return nil
+	return &ExportSlots{
+		exports:  keyslots.New(n, keyslots.HalfRoundedUp(n), "exports", "LIMITS__MAX_CONCURRENT_EXPORTS", exportRetryAfter),
+		streamed: streamed.Slots,
 	}
-	return &apierr.Error{Code: apierr.ServiceUnavailable, Message: "as many exports as LIMITS__MAX_CONCURRENT_EXPORTS=" +
-		strconv.Itoa(s.max) + " allows are running; retry after " + strconv.Itoa(exportRetryAfter) + " s"}
 }
 
-func (s *ExportSlots) release() { s.sem.Release(1) }
+// take takes an export's slots for key, or returns the refusal to answer and its Retry-After
+// in seconds. The release it returns gives them back (once, however often it is called).
+func (s *ExportSlots) take(key string) (release func(), retryAfter int, err error) {
+	releaseExport, refusal := s.exports.Take(key)
+	if refusal != nil {
+		return nil, s.exports.RetryAfter, refusal
+	}
+	if s.streamed == nil {
+		return releaseExport, 0, nil
+	}
+	releaseStreamed, refusal := s.streamed.Take(key)
+	if refusal != nil {
+		releaseExport()
+		return nil, s.streamed.RetryAfter, refusal
+	}
+	return func() { releaseStreamed(); releaseExport() }, 0, nil
+}

@@ -14,10 +14,11 @@
 // CACHE__NOTIFY_CHANNEL; with several hosts a change on any of them starts a new version, and
 // every host must have been read within the bound (see versions).
 //
-// Identical questions in flight are coalesced (golang.org/x/sync/singleflight, keyed by key
-// and version): the first computes, the others wait for its answer; when that answer cannot be
-// shared (errors: a timeout or a client that left may be the cause; or too large to keep),
-// each computes its own.
+// Identical questions in flight are coalesced (flight.go, keyed by key and version): the first
+// computes into memory, the others wait for its answer, and each sends its own copy at its own
+// pace; when that answer cannot be shared (errors: a timeout or a client that left may be the
+// cause; or too large to keep, which the computation says as soon as it knows) each computes
+// its own.
 //
 // Memory: answers, keys and bookkeeping stay within CACHE__MAX_BYTES (least recently used out
 // first); an answer larger than an eighth of it is not kept (MaxAnswer).
@@ -32,7 +33,6 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
-	"golang.org/x/sync/singleflight"
 
 	"github.com/emsanalytics/emsquery/platform/config"
 	"github.com/emsanalytics/emsquery/platform/database"
@@ -54,7 +54,7 @@ const minPollInterval = 10 * time.Millisecond
 type Cache struct {
 	store    *store
 	versions *versions
-	flights  singleflight.Group
+	flights  flightGroup
 	metrics  *cacheMetrics
 }
 
@@ -164,30 +164,6 @@ func (c *Cache) Get(k Key, v Version) *Answer {
 		return nil
 	}
 	return c.store.get(k, v.epoch)
-}
-
-// Share computes the answer to k in version v once for all the requests that ask it at once:
-// the first runs compute (which sends its own answer as it is made, and returns the answer
-// when it may be kept); the others wait and get that answer. mine says whether compute ran
-// here; a is nil when the answer could not be shared (the waiter computes its own). An answer
-// found kept meanwhile is returned as found.
-func (c *Cache) Share(k Key, v Version, compute func() *Answer) (a *Answer, mine bool) {
-	if c == nil || !v.ok {
-		return compute(), true
-	}
-	res, _, _ := c.flights.Do(flightKey(k, v.epoch), func() (any, error) {
-		if kept := c.store.get(k, v.epoch); kept != nil {
-			return kept, nil
-		}
-		mine = true
-		a := compute()
-		if a != nil {
-			c.store.put(k, a, v.epoch)
-		}
-		return a, nil
-	})
-	a, _ = res.(*Answer)
-	return a, mine
 }
 
 // The outcomes a request has with the cache, counted per route.

@@ -76,6 +76,12 @@ type Limits struct {
 	// connection for as long as its client reads, so without a bound a few slow downloads
 	// would take the whole pool from GraphQL. Past it an export is refused with 503.
 	MaxConcurrentExports Count `env:"LIMITS__MAX_CONCURRENT_EXPORTS" env-default:"2"`
+	// MaxStreamedAnswers bounds the answers sent while their rows are read (whole-table lists
+	// without limit, and the CSV export), all keys together; one key holds at most half of it,
+	// rounded up. Each holds a connection for as long as its client reads, so the rest of the
+	// pool always serves the other questions. 0 or unset: half of DATABASE__POOL_SIZE, rounded
+	// up (at least 1).
+	MaxStreamedAnswers Count `env:"LIMITS__MAX_STREAMED_ANSWERS"`
 	// MaxStreams bounds the live answers (subscriptions over SSE) open at once, all keys
 	// together; each holds a connection and a little memory for as long as its client stays.
 	MaxStreams Count `env:"LIMITS__MAX_STREAMS" env-default:"1000"`
@@ -394,6 +400,9 @@ func (c *Config) validate() error {
 		if v < 1 {
 			errs = append(errs, fmt.Sprintf("%s: %d; the limit must be at least 1", name, v))
 		}
+	}
+	if c.Limits.MaxStreamedAnswers == 0 {
+		c.Limits.MaxStreamedAnswers = max((c.Database.PoolSize+1)/2, 1)
 	}
 	if c.App.StreamHeartbeat.Duration() > 15*time.Second {
 		errs = append(errs, fmt.Sprintf("APP__STREAM_HEARTBEAT: %s; proxies close streams quiet for longer, so it is at most 15 s", c.App.StreamHeartbeat.Duration()))

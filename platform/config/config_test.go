@@ -53,6 +53,7 @@ func TestDefaults(t *testing.T) {
 		{"APP__WRITE_TIMEOUT", cfg.App.WriteTimeout.Duration(), 60 * time.Second},
 		{"AUTHENTICATION__FAILURES_PER_MINUTE", cfg.Authentication.FailuresPerMinute, config.Count(60)},
 		{"LIMITS__MAX_CONCURRENT_EXPORTS", cfg.Limits.MaxConcurrentExports, config.Count(2)},
+		{"LIMITS__MAX_STREAMED_ANSWERS", cfg.Limits.MaxStreamedAnswers, config.Count(5)},
 		{"AUTHENTICATION__API_KEYS_FILE", cfg.Authentication.APIKeysFile, ""},
 		{"AUTHENTICATION__API_KEYS_POLL_INTERVAL", cfg.Authentication.APIKeysPollInterval, config.Count(1)},
 		{"OTEL_TRACES_EXPORTER", cfg.Traces.Exporters, "otlp"},

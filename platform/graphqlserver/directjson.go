@@ -15,7 +15,9 @@ import (
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/vektah/gqlparser/v2/ast"
 
+	"github.com/emsanalytics/emsquery/platform/apierr"
 	"github.com/emsanalytics/emsquery/platform/gqljson"
+	"github.com/emsanalytics/emsquery/platform/keyslots"
 )
 
 // The direct-JSON path. platform/gqljson writes a root field's JSON (from its resolver's value,
@@ -98,10 +100,49 @@ func (d directJSON) fields(ctx context.Context, next graphql.Resolver) (any, err
 
 type partsKey struct{}
 
-// parts are one response's root-field JSON waiting for its place.
+// parts are one response's root-field JSON waiting for its place, and the slot among
+// LIMITS__MAX_STREAMED_ANSWERS its whole-table lists hold while they are sent.
 type parts struct {
 	mu   sync.Mutex
 	list []part
+
+	// slots bound the answers sent while their rows are read (nil: no bound); key is the
+	// request's key name, release gives its slot back (nil: none taken), refused is why one was
+	// not given: the request is then refused as a whole (429 or 503).
+	slots   *keyslots.Slots
+	key     string
+	release func()
+	refused *apierr.Error
+}
+
+// takeStreamed takes the request's slot for a whole-table list, once for all its lists (they
+// are sent one after another), or says why not.
+func (ps *parts) takeStreamed() error {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	if ps.slots == nil || ps.release != nil {
+		return nil
+	}
+	if ps.refused != nil {
+		return ps.refused
+	}
+	release, err := ps.slots.Take(ps.key)
+	if err != nil {
+		ps.refused = err
+		return err
+	}
+	ps.release = release
+	return nil
+}
+
+// done gives back the request's slot, once its lists were sent (or failed).
+func (ps *parts) done() {
+	ps.mu.Lock()
+	release := ps.release
+	ps.mu.Unlock()
+	if release != nil {
+		release()
+	}
 }
 
 // part is one root field's JSON: chunks, or a stream that writes it, ctx being the root

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"mime"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -20,6 +21,8 @@ import (
 	"github.com/emsanalytics/emsquery/platform/answercache"
 	"github.com/emsanalytics/emsquery/platform/apierr"
 	"github.com/emsanalytics/emsquery/platform/database"
+	"github.com/emsanalytics/emsquery/platform/keyslots"
+	"github.com/emsanalytics/emsquery/platform/requestctx"
 )
 
 // Endpoint is one GraphQL path (/graphql, /serve/graphql, /lookups/graphql). A request goes:
@@ -43,6 +46,9 @@ type Endpoint struct {
 	parallelism int
 	// streams carries the endpoint's live answers (live.go); nil: subscriptions refused.
 	streams *Streams
+	// streamed bounds the whole-table lists sent while their rows are read
+	// (LIMITS__MAX_STREAMED_ANSWERS); nil: no bound.
+	streamed *keyslots.Slots
 	// liveAttrs carries the route on the streams' metrics.
 	liveAttrs metric.MeasurementOption
 }
@@ -104,9 +110,17 @@ func (e *Endpoint) serve(c *fiber.Ctx) error {
 			e.execute(ctx, w, r)
 			return
 		}
-		a, mine := e.cache.Share(key, version, func() *answercache.Answer { return e.compute(ctx, w, r, tag) })
+		// One computation per question, into memory: the requests that wait for it are never
+		// held by this one's client, and each sends its own copy at its own pace.
+		a, f := e.cache.Join(ctx, key, version)
 		switch {
-		case mine: // computed and sent here
+		case f != nil:
+			rec := &recorder{w: w, limit: e.cache.MaxAnswer(), outgrown: func() { f.End(nil) }}
+			defer f.End(nil) // also when the computation panics
+			f.End(e.compute(ctx, rec, r, tag))
+			if !rec.over {
+				_ = rec.flush()
+			}
 		case a == nil:
 			// Not shareable: errors may be the computing request's own (its timeout, its
 			// client gone), or too large to keep. Computed again.
@@ -123,14 +137,15 @@ func (e *Endpoint) serve(c *fiber.Ctx) error {
 	return nil
 }
 
-// compute answers r into w, recording the answer, and returns it when it may be kept. tag is
-// the answer's ETag: set before the answer is written (a streamed answer's headers go out with
-// its first bytes), taken back when the answer has errors and is still held.
-func (e *Endpoint) compute(ctx context.Context, w responseWriter, r *request, tag string) *answercache.Answer {
+// compute answers r into rec (held in memory until it outgrows what may be kept), and returns
+// the answer when it may be kept. tag is the answer's ETag: set before the answer is written (a
+// streamed answer's headers go out with its first bytes), taken back when the answer has
+// errors and is still held.
+func (e *Endpoint) compute(ctx context.Context, rec *recorder, r *request, tag string) *answercache.Answer {
+	w := rec.w
 	w.Header().Set(answercache.HeaderCacheStatus, answercache.StatusMiss)
 	w.Header().Set(headerETag, tag)
 	w.Header().Set(headerCacheControl, revalidate)
-	rec := &recorder{w: w, limit: e.cache.MaxAnswer()}
 	resp, ok := e.execute(ctx, rec, r)
 	var a *answercache.Answer
 	if ok && len(resp.Errors) == 0 && (resp.HasNext == nil || !*resp.HasNext) {
@@ -188,7 +203,8 @@ func (e *Endpoint) execute(ctx context.Context, w responseWriter, r *request) (r
 		writeResponse(w, resp)
 		return resp, false
 	}
-	ps := &parts{}
+	ps := &parts{slots: e.streamed, key: requestctx.KeyName(ctx)}
+	defer ps.done()
 	ctx = context.WithValue(ctx, partsKey{}, ps)
 	// gqlgen resolves the root fields all at once; their statements take turns at the request's
 	// LIMITS__REQUEST_PARALLELISM slots (platform/database), and so do the whole-table lists
@@ -196,6 +212,17 @@ func (e *Endpoint) execute(ctx context.Context, w responseWriter, r *request) (r
 	ctx = database.WithRequestLimit(ctx, e.parallelism)
 	responses, ctx := e.exec.DispatchOperation(ctx, rc)
 	resp = responses(ctx)
+	if ps.refused != nil && w.Reset() {
+		// Past LIMITS__MAX_STREAMED_ANSWERS (or the key's share): the request as a whole is
+		// refused, as the export is, so that the client backs off (Retry-After).
+		w.Header().Set("Content-Type", r.contentType)
+		w.Header().Set(fiber.HeaderRetryAfter, strconv.Itoa(e.streamed.RetryAfter))
+		w.WriteHeader(apierr.Status(ps.refused.Code))
+		resp = &graphql.Response{Errors: gqlerror.List{{Message: ps.refused.Message,
+			Extensions: map[string]any{"code": string(ps.refused.Code)}}}}
+		writeResponse(w, resp)
+		return resp, false
+	}
 	if err := ps.write(w, resp); err != nil {
 		return resp, false
 	}

@@ -66,6 +66,13 @@ func List[T any](ctx context.Context, src Source[T], stream bool) ([]*T, error) 
 				return src.Values(sctx, yield)
 			}
 			if stream {
+				// Sent at its client's pace, the list holds a connection as long as its client
+				// reads: one of LIMITS__MAX_STREAMED_ANSWERS, or the request is refused.
+				if ps, _ := ctx.Value(partsKey{}).(*parts); ps != nil {
+					if err := ps.takeStreamed(); err != nil {
+						return nil, err
+					}
+				}
 				s.stream = func(w io.Writer) error { return l.WriteTo(w, rows, src.Column, values) }
 				return []*T{}, nil
 			}

@@ -8,22 +8,27 @@ import (
 	"github.com/emsanalytics/emsquery/platform/answercache"
 )
 
-// recorder is the writer an answer that may be kept is written into: it passes every write on
-// to the client's writer at once and keeps a copy for the cache, in parts (never copied to grow),
-// up to limit bytes; past that the copy is dropped and the answer is not kept (a whole table
-// streamed to its client costs the cache nothing).
+// recorder is the writer an answer that identical requests may share is computed into: it holds
+// the answer in memory, in parts (never copied to grow), up to limit bytes, so that the
+// computation never waits on its own client's reading while others wait for it (contract 6.10:
+// a caller never waits on another caller's reading). The answer is then kept (answer) and each
+// request sends its own copy. Past limit the answer cannot be kept: outgrown is called (the
+// requests waiting for it compute their own), what was held goes to the client's writer and the
+// rest of the answer follows it there as it is written (a whole table streamed to its one
+// client costs the cache nothing).
 type recorder struct {
-	w      responseWriter
-	limit  int64
-	status int
-	parts  [][]byte
-	size   int64
-	over   bool // more than limit: nothing kept
-	failed bool
+	w        responseWriter
+	limit    int64
+	outgrown func()
+	status   int
+	parts    [][]byte
+	size     int64
+	over     bool // more than limit: passed on, nothing kept
+	failed   bool
 }
 
-// maxRecorded bounds the copy of one answer whatever CACHE__MAX_BYTES is, so that what a
-// streamed answer costs does not grow with the cache's size: larger answers are not kept.
+// maxRecorded bounds the copy of one answer whatever CACHE__MAX_BYTES is, so that what an
+// answer held in memory costs does not grow with the cache's size: larger answers are not kept.
 const maxRecorded = 16 << 20
 
 // recordPart is the size of the parts the copy is kept in.
@@ -32,38 +37,84 @@ const recordPart = 64 << 10
 func (r *recorder) Header() http.Header { return r.w.Header() }
 
 func (r *recorder) WriteHeader(status int) {
+	if r.over {
+		r.w.WriteHeader(status)
+		return
+	}
 	if r.status == 0 {
 		r.status = status
 	}
-	r.w.WriteHeader(status)
 }
 
 func (r *recorder) Write(p []byte) (int, error) {
-	r.size += int64(len(p))
-	switch {
-	case r.over:
-	case r.size > min(r.limit, maxRecorded):
-		r.over, r.parts = true, nil
-	default:
-		for rest := p; len(rest) > 0; {
-			if n := len(r.parts); n == 0 || len(r.parts[n-1]) == cap(r.parts[n-1]) {
-				r.parts = append(r.parts, make([]byte, 0, max(recordPart, min(len(rest), maxRecorded))))
-			}
-			last := &r.parts[len(r.parts)-1]
-			k := min(len(rest), cap(*last)-len(*last))
-			*last = append(*last, rest[:k]...)
-			rest = rest[k:]
-		}
+	if r.over {
+		return r.w.Write(p)
 	}
-	return r.w.Write(p)
+	if r.size+int64(len(p)) > min(r.limit, maxRecorded) {
+		if err := r.passOn(); err != nil {
+			return 0, err
+		}
+		return r.w.Write(p)
+	}
+	r.size += int64(len(p))
+	for rest := p; len(rest) > 0; {
+		if n := len(r.parts); n == 0 || len(r.parts[n-1]) == cap(r.parts[n-1]) {
+			r.parts = append(r.parts, make([]byte, 0, max(recordPart, min(len(rest), maxRecorded))))
+		}
+		last := &r.parts[len(r.parts)-1]
+		k := min(len(rest), cap(*last)-len(*last))
+		*last = append(*last, rest[:k]...)
+		rest = rest[k:]
+	}
+	return len(p), nil
 }
 
-// Reset drops the copy with what the client's writer drops.
+// Swap is Write for a whole chunk (gqljson's streamed lists): once passing on, the chunk goes to
+// the client's writer as a whole where it takes one.
+func (r *recorder) Swap(b []byte) ([]byte, error) {
+	if s, ok := r.w.(swapper); ok && r.over {
+		return s.Swap(b)
+	}
+	_, err := r.Write(b)
+	return b[:0], err
+}
+
+type swapper interface {
+	Swap(b []byte) ([]byte, error)
+}
+
+// passOn gives up keeping the answer: the requests waiting for it are let go, and what was held
+// is written to the client's writer, which from now on takes every write.
+func (r *recorder) passOn() error {
+	r.over = true
+	if r.outgrown != nil {
+		r.outgrown()
+	}
+	return r.flush()
+}
+
+// flush writes what is held to the client's writer: the answer, once it is complete (sent so
+// by the request that computed it, kept or not).
+func (r *recorder) flush() error {
+	parts := r.parts
+	r.parts = nil
+	if r.status != 0 {
+		r.w.WriteHeader(r.status)
+	}
+	for _, p := range parts {
+		if _, err := r.w.Write(p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Reset drops what is held with what the client's writer drops.
 func (r *recorder) Reset() bool {
 	if !r.w.Reset() {
 		return false
 	}
-	r.status, r.parts, r.size, r.over = 0, nil, 0, false
+	r.status, r.parts, r.size = 0, nil, 0
 	r.failed = true // an answer that had to be reset is an error answer: never kept
 	return true
 }

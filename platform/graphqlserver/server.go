@@ -30,6 +30,7 @@ import (
 	"github.com/emsanalytics/emsquery/platform/apierr"
 	"github.com/emsanalytics/emsquery/platform/gqljson"
 	"github.com/emsanalytics/emsquery/platform/httpbridge"
+	"github.com/emsanalytics/emsquery/platform/keyslots"
 )
 
 // Options are what an endpoint's engine is built from.
@@ -51,6 +52,9 @@ type Options struct {
 	TimedOut       error
 	// Cache keeps answers (nil: caching off).
 	Cache *answercache.Cache
+	// StreamedAnswers bounds the whole-table lists sent while their rows are read, with the
+	// export (LIMITS__MAX_STREAMED_ANSWERS and a key's share of it); nil: no bound.
+	StreamedAnswers *keyslots.Slots
 	// Streams carries the live answers of subscriptions (live.go); nil: none are accepted.
 	Streams *Streams
 	// Log receives the resolver errors that clients see only as a code.
@@ -92,7 +96,7 @@ func New(es graphql.ExecutableSchema, o Options) *Endpoint {
 	exec.SetRecoverFunc(func(ctx context.Context, p any) error {
 		return fmt.Errorf("panic in resolver: %v", p)
 	})
-	return &Endpoint{route: o.Route, exec: exec, cache: o.Cache, timeout: o.RequestTimeout, timedOut: o.TimedOut, parallelism: o.RequestParallelism, streams: o.Streams, liveAttrs: routeAttrs(o.Route)}
+	return &Endpoint{route: o.Route, exec: exec, cache: o.Cache, timeout: o.RequestTimeout, timedOut: o.TimedOut, parallelism: o.RequestParallelism, streams: o.Streams, streamed: o.StreamedAnswers, liveAttrs: routeAttrs(o.Route)}
 }
 
 // presentError maps resolver errors to the contract's codes. Errors of gqlgen's own (parse,
@@ -107,6 +111,7 @@ func presentError(log *slog.Logger) graphql.ErrorPresenterFunc {
 		}
 		code, msg := apierr.Classify(err)
 		switch {
+		case errors.Is(err, keyslots.ErrRefused): // answered as the refusal it is (429 or 503)
 		case httpbridge.IsClientGone(err): // nobody reads this answer; not a failure of the service
 			log.InfoContext(ctx, "graphql field cancelled: the client closed its connection", "path", gqlErr.Path.String())
 		case code == apierr.Internal || code == apierr.ServiceUnavailable || code == apierr.Timeout:
