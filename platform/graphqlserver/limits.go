@@ -3,6 +3,7 @@ package graphqlserver
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 
 	"github.com/99designs/gqlgen/graphql"
@@ -19,7 +20,7 @@ import (
 )
 
 // Limits of a GraphQL document: LIMITS__MAX_QUERY_DEPTH, LIMITS__MAX_QUERY_COMPLEXITY and
-// LIMITS__MAX_ROOT_FIELDS, and the fixed bounds maxTokens and maxArguments.
+// LIMITS__MAX_ROOT_FIELDS, and the fixed bounds maxTokens, maxArguments and maxErrors.
 //
 // They are checked in two steps. Before gqlgen parses and validates a document it has not seen
 // yet (not in its parsed-query cache), queryLimits bounds the work that parsing and validating
@@ -39,7 +40,8 @@ import (
 // complexity and the number of root fields it executes (each one a statement, all started at
 // once by gqlgen: contract 6.10), before any of them runs. Every refusal is BAD_USER_INPUT
 // naming the limit; like gqlgen's parse and validation errors it is a request error: no data,
-// HTTP 422 (400 when the client accepts application/graphql-response+json).
+// HTTP 422 (400 when the client accepts application/graphql-response+json). An answer lists at
+// most maxErrors errors (errorLimit).
 
 const (
 	// rootFieldComplexity is the complexity of a root field (one SQL statement) besides what it
@@ -58,6 +60,8 @@ const (
 	// maxArguments bounds the arguments of one field (or directive): the validator compares two
 	// copies of a field argument by argument, each with every other.
 	maxArguments = 100
+	// maxErrors bounds the errors an answer lists; the rest are counted in one more error.
+	maxErrors = 100
 	// maxSuggestingDocument is the largest document whose validation errors suggest names
 	// (validationRules).
 	maxSuggestingDocument = 32 << 10
@@ -629,6 +633,41 @@ func (w *repeatWalker) walk(set ast.SelectionSet, at *pathNode) *gqlerror.Error 
 		}
 	}
 	return nil
+}
+
+// errorLimit is the gqlgen extension that bounds an answer's errors: every response passes
+// through it, request errors (parse, validation, limits) and execution errors alike, on every
+// endpoint. A document with a thousand unknown fields, or a field with thousands of unknown
+// arguments, would otherwise be answered with an error each: megabytes for a small request.
+type errorLimit struct{}
+
+var _ interface {
+	graphql.HandlerExtension
+	graphql.ResponseInterceptor
+} = errorLimit{}
+
+func (errorLimit) ExtensionName() string                   { return "ErrorLimit" }
+func (errorLimit) Validate(graphql.ExecutableSchema) error { return nil }
+
+func (errorLimit) InterceptResponse(ctx context.Context, next graphql.ResponseHandler) *graphql.Response {
+	resp := next(ctx)
+	if resp != nil {
+		resp.Errors = limitErrors(resp.Errors)
+	}
+	return resp
+}
+
+// limitErrors keeps the first maxErrors errors of errs and replaces the rest with one that
+// says how many there were, with the code of the first one left out.
+func limitErrors(errs gqlerror.List) gqlerror.List {
+	if len(errs) <= maxErrors {
+		return errs
+	}
+	more := &gqlerror.Error{Message: fmt.Sprintf("%d more errors are not listed: an answer lists the first %d", len(errs)-maxErrors, maxErrors)}
+	if code, ok := errs[maxErrors].Extensions["code"]; ok {
+		more.Extensions = map[string]any{"code": code}
+	}
+	return append(errs[:maxErrors:maxErrors], more)
 }
 
 // rootFieldCost gives gqlgen's complexity its costs: a root field (other than introspection's)

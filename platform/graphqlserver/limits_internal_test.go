@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/vektah/gqlparser/v2/ast"
+	"github.com/vektah/gqlparser/v2/gqlerror"
 	"github.com/vektah/gqlparser/v2/parser"
 )
 
@@ -308,6 +309,25 @@ func TestParseDocument(t *testing.T) {
 	} {
 		if _, errs := parseDocument(q); len(errs) != 1 || errs[0].Extensions["code"] != code {
 			t.Errorf("%q: %v, want %s", q, errs, code)
+		}
+	}
+}
+
+func TestLimitErrors(t *testing.T) {
+	list := func(n int) gqlerror.List {
+		errs := make(gqlerror.List, n)
+		for i := range errs {
+			errs[i] = &gqlerror.Error{Message: fmt.Sprint("error ", i), Extensions: map[string]any{"code": "GRAPHQL_VALIDATION_FAILED"}}
+		}
+		return errs
+	}
+	if got := limitErrors(list(100)); len(got) != 100 || got[99].Message != "error 99" {
+		t.Errorf("100 errors: %d kept, the last %q", len(got), got[len(got)-1].Message)
+	}
+	for n, more := range map[int]string{101: "1 more errors", 5000: "4900 more errors"} {
+		got := limitErrors(list(n))
+		if len(got) != 101 || got[99].Message != "error 99" || !strings.HasPrefix(got[100].Message, more) || got[100].Extensions["code"] != "GRAPHQL_VALIDATION_FAILED" {
+			t.Errorf("%d errors: %d kept, the last %q %v; want 101, the last saying %q", n, len(got), got[len(got)-1].Message, got[len(got)-1].Extensions, more)
 		}
 	}
 }
