@@ -261,3 +261,119 @@ func TestFragmentChainCPU(t *testing.T) {
 		}
 	}
 }
+
+// costlyDocuments are documents of up to 1 MiB made to cost the parser and the validator the
+// most within the bounds: long unknown names (each compared with the names it could have
+// meant), many fragments compared pairwise, copies of a field compared argument by argument,
+// and megabytes that are one token or only comments.
+func costlyDocuments() map[string]string {
+	long := func(i, n int) string { return fmt.Sprintf("x%d%s", i, strings.Repeat("q", n)) }
+	build := func(f func(b *strings.Builder)) string {
+		var b strings.Builder
+		f(&b)
+		return b.String()
+	}
+	return map[string]string{
+		"999 unknown fields of 1,000 characters": build(func(b *strings.Builder) {
+			b.WriteString("{")
+			for i := 0; i < 999; i++ {
+				b.WriteString(" " + long(i, 1000))
+			}
+			b.WriteString(" }")
+		}),
+		"400 fragments on unknown types of 2,000 characters": build(func(b *strings.Builder) {
+			b.WriteString("{")
+			for i := 0; i < 400; i++ {
+				fmt.Fprintf(b, " ...F%d", i)
+			}
+			b.WriteString(" }")
+			for i := 0; i < 400; i++ {
+				fmt.Fprintf(b, " fragment F%d on %s { f%d: __typename }", i, long(i, 2000), i)
+			}
+		}),
+		"1,000 variables of unknown types of 1,000 characters": build(func(b *strings.Builder) {
+			b.WriteString("query(")
+			for i := 0; i < 1000; i++ {
+				fmt.Fprintf(b, " $v%d: %s", i, long(i, 1000))
+			}
+			b.WriteString(") { __typename }")
+		}),
+		"3,000 unknown arguments of 300 characters": build(func(b *strings.Builder) {
+			b.WriteString("{")
+			for j := 0; j < 30; j++ {
+				fmt.Fprintf(b, " r%d: records_count(", j)
+				for i := 0; i < 100; i++ {
+					fmt.Fprintf(b, " %s: 1", long(i, 300))
+				}
+				b.WriteString(") { count }")
+			}
+			b.WriteString(" }")
+		}),
+		"499 fragments spread together": build(func(b *strings.Builder) {
+			b.WriteString("{ __typename")
+			for i := 0; i < 499; i++ {
+				fmt.Fprintf(b, " ...F%d", i)
+			}
+			b.WriteString(" }")
+			for i := 0; i < 499; i++ {
+				fmt.Fprintf(b, " fragment F%d on Query { f%d: __typename }", i, i)
+			}
+		}),
+		"two chains of 240 fragments compared": build(func(b *strings.Builder) {
+			b.WriteString("{ ...A0 ...B0 }")
+			for i := 0; i < 240; i++ {
+				fmt.Fprintf(b, " fragment A%d on Query { a%d: __typename ...A%d }", i, i, i+1)
+				fmt.Fprintf(b, " fragment B%d on Query { b%d: __typename ...B%d }", i, i, i+1)
+			}
+			b.WriteString(" fragment A240 on Query { __typename } fragment B240 on Query { __typename }")
+		}),
+		"20 copies of a field of 100 differing arguments": build(func(b *strings.Builder) {
+			b.WriteString("{")
+			for j := 0; j < 20; j++ {
+				b.WriteString(" records_count(")
+				for i := 0; i < 100; i++ {
+					fmt.Fprintf(b, " a%d: %d", i, j)
+				}
+				b.WriteString(") { count }")
+			}
+			b.WriteString(" }")
+		}),
+		"a string of 1 MiB":       `{ records_count(station: "` + strings.Repeat("a", 1<<20-100) + `") { count } }`,
+		"a block string of 1 MiB": `{ records_count(station: """` + strings.Repeat("a\n  ", (1<<20-100)/5) + `""") { count } }`,
+		"1 MiB of comments":       strings.Repeat("#"+strings.Repeat("c", 200)+"\n", 5000) + "{ __typename }",
+	}
+}
+
+// TestCostliestDocuments: whatever a document of up to 1 MiB holds, checking it costs the
+// service well under a second of processor time, measured on the service process (the figures
+// are logged for docs/operations.md).
+func TestCostliestDocuments(t *testing.T) {
+	t.Parallel()
+	svc := servicetest.Start(t, servicetest.NewDB(t), nil)
+	svc.GraphQL(t, "/graphql", recordsCountQuery, nil) // the first request's one-off costs
+	for name, query := range costlyDocuments() {
+		body, _ := json.Marshal(map[string]any{"query": query})
+		if len(body) > 1<<20 {
+			t.Fatalf("%s: %d bytes, over APP__MAX_BODY_BYTES", name, len(body))
+		}
+		before, err := procstat.ReadStat(svc.PID())
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		a := ask(t, svc, rawPostRequest("/graphql", "application/json", body))
+		took := time.Since(start)
+		after, err := procstat.ReadStat(svc.PID())
+		if err != nil {
+			t.Fatal(err)
+		}
+		cpu := after.CPU() - before.CPU()
+		t.Logf("%s (%d bytes): %d %s in %s, %s of processor time", name, len(body), a.status, a.code, took.Round(time.Millisecond), cpu)
+		if a.status == 0 || a.status >= 500 {
+			t.Errorf("%s: status %d: %.300s", name, a.status, a.raw)
+		}
+		if cpu > 700*time.Millisecond || took > 5*time.Second {
+			t.Errorf("%s: %s of processor time, answered in %s; want well under a second of processor time", name, cpu, took)
+		}
+	}
+}
