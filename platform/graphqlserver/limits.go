@@ -55,7 +55,7 @@ const (
 	maxRepeats = 20
 	// maxTokens bounds a document's tokens as gqlparser counts them (names, values, punctuators
 	// and comments): whatever a document holds, parsing and validating it stays short. The
-	// standard introspection query has about 300.
+	// standard introspection query has 182.
 	maxTokens = 10000
 	// maxArguments bounds the arguments of one field (or directive): the validator compares two
 	// copies of a field argument by argument, each with every other.
