@@ -46,6 +46,27 @@ func fragmentChain(n int, typ, leaf string) string {
 	return b.String()
 }
 
+// unknownChain is `{ ...F0 }` where F0 spreads F1 twice, ... F(n-1) spreads Fn twice, and Fn
+// spreads a fragment that does not exist: no field anywhere, 2^n spreads expanded.
+func unknownChain(n int) string {
+	var b strings.Builder
+	b.WriteString("{ ...F0 }\n")
+	for i := 0; i < n; i++ {
+		fmt.Fprintf(&b, "fragment F%d on Query { ...F%d ...F%d }\n", i, i+1, i+1)
+	}
+	fmt.Fprintf(&b, "fragment F%d on Query { ...Nope }\n", n)
+	return b.String()
+}
+
+// arguments is `a0: 0, a1: 1, ...`: n arguments.
+func arguments(n int) string {
+	parts := make([]string, n)
+	for i := range parts {
+		parts[i] = fmt.Sprintf("a%d: %d", i, i)
+	}
+	return strings.Join(parts, ", ")
+}
+
 // aliasedNames is `n0: name n1: name ...`: n fields with different response names.
 func aliasedNames(n int) string {
 	var b strings.Builder
@@ -136,8 +157,14 @@ func TestLimitsInGqlgen(t *testing.T) {
 		{"a list nested 100,000 deep", "{ records_count(station: " + strings.Repeat("[", 100000) + strings.Repeat("]", 100000) + ") { count } }", 422, "BAD_USER_INPUT", "LIMITS__MAX_QUERY_DEPTH"},
 		{"90 root fields: complexity 990", rootFields(90), 0, "", ""},
 		{"91 root fields: complexity 1001", rootFields(91), 422, "BAD_USER_INPUT", "query complexity 1001 exceeds LIMITS__MAX_QUERY_COMPLEXITY=1000"},
-		{"10,000 aliases", rootFields(10000), 422, "BAD_USER_INPUT", "LIMITS__MAX_QUERY_COMPLEXITY=1000"},
-		{"10,000 copies of one field", "{" + strings.Repeat(" records_count { count }", 10000) + " }", 422, "BAD_USER_INPUT", `query complexity: field "records_count" is selected more than 20 times`},
+		{"1,500 aliases", rootFields(1500), 422, "BAD_USER_INPUT", "LIMITS__MAX_QUERY_COMPLEXITY=1000"},
+		{"10,000 aliases: over the token limit", rootFields(10000), 422, "BAD_USER_INPUT", "more than 10000 tokens"},
+		{"400 copies of one field", "{" + strings.Repeat(" records_count { count }", 400) + " }", 422, "BAD_USER_INPUT", `query complexity: field "records_count" is selected more than 20 times`},
+		{"10,000 copies of one field: over the token limit", "{" + strings.Repeat(" records_count { count }", 10000) + " }", 422, "BAD_USER_INPUT", "more than 10000 tokens"},
+		{"a field of 101 arguments", "{ records_count(" + arguments(101) + ") { count } }", 422, "BAD_USER_INPUT", `field "records_count" has 101 arguments; a field takes at most 100 arguments`},
+		{"a field of 100 arguments: unknown ones", "{ records_count(" + arguments(100) + ") { count } }", 422, "GRAPHQL_VALIDATION_FAILED", `Unknown argument "a0" on field "Query.records_count".`},
+		{"a chain of 60 fragments ending in an unknown one", unknownChain(60), 422, "GRAPHQL_VALIDATION_FAILED", `Unknown fragment "Nope".`},
+		{"a chain of 60 fragments ending in a cycle", strings.Replace(unknownChain(60), "...Nope", "...F0", 1), 422, "GRAPHQL_VALIDATION_FAILED", `Cannot spread fragment "F0" within itself via "F1", "F2", `},
 		{"1,000 copies of one nested field", "{ station_resources {" + strings.Repeat(" station_id", 990) + " } }", 422, "BAD_USER_INPUT", `field "station_id" is selected more than 20 times`},
 		{"a binary tree of ofType", "{ __schema { queryType { " + binaryTree(9) + " } } }", 422, "BAD_USER_INPUT", "query complexity"},
 		{"fragments expanded 2^60 times", fragmentChain(60, "__Type", "name"), 422, "BAD_USER_INPUT", "query complexity"},

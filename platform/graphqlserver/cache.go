@@ -32,12 +32,26 @@ func (c sizeGated[T]) Add(ctx context.Context, key string, value T) {
 	}
 }
 
+// queryCache is gqlgen's parsed-query cache: documents parsed and validated, by their query
+// text. It also hands gqlgen's executor the document that queryLimits parsed and validated for
+// the request at hand (checked), kept or not, so that the executor does neither again.
+type queryCache struct {
+	sizeGated[*ast.QueryDocument]
+}
+
+func (c queryCache) Get(ctx context.Context, query string) (*ast.QueryDocument, bool) {
+	if doc := checkedOf(ctx, query); doc != nil {
+		return doc, true
+	}
+	return c.sizeGated.Get(ctx, query)
+}
+
 // newQueryCache caches parsed documents by their query text.
 func newQueryCache() graphql.Cache[*ast.QueryDocument] {
-	return sizeGated[*ast.QueryDocument]{
+	return queryCache{sizeGated[*ast.QueryDocument]{
 		LRU:       lru.New[*ast.QueryDocument](queryCacheEntries),
 		queryText: func(query string, _ *ast.QueryDocument) string { return query },
-	}
+	}}
 }
 
 // newAPQCache maps persisted-query hashes to their query text.

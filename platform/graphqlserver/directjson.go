@@ -245,7 +245,7 @@ func (ps *parts) fail(w responseWriter, p part, err error) {
 		w.Fail(err)
 		return
 	}
-	body, merr := json.Marshal(graphql.Response{Errors: graphql.GetErrors(p.ctx)})
+	body, merr := json.Marshal(graphql.Response{Errors: limitErrors(graphql.GetErrors(p.ctx))})
 	if merr != nil {
 		w.Fail(merr)
 		return

@@ -183,8 +183,18 @@ func (e *Endpoint) execute(ctx context.Context, w responseWriter, r *request) (r
 	}()
 	ctx = graphql.StartOperationTrace(ctx)
 	w.Header().Set("Content-Type", r.contentType)
-	rc, errs := e.exec.CreateOperationContext(ctx, r.params())
+	var (
+		rc   *graphql.OperationContext
+		errs gqlerror.List
+	)
+	if p := r.prepared; p != nil { // by subscribe, which did not take the request
+		r.prepared = nil
+		rc, errs = p.rc, p.errs
+	} else {
+		rc, errs = e.exec.CreateOperationContext(ctx, r.params())
+	}
 	if errs != nil {
+		errs = documentErrors(rc, errs)
 		w.WriteHeader(statusFor(r.contentType, errs))
 		resp = e.exec.DispatchError(graphql.WithOperationContext(ctx, rc), errs)
 		writeResponse(w, resp)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/vektah/gqlparser/v2/ast"
+	"github.com/vektah/gqlparser/v2/gqlerror"
 	"github.com/vektah/gqlparser/v2/parser"
 )
 
@@ -139,7 +140,12 @@ func TestCheckSize(t *testing.T) {
 		{"copies under merged parents", "{" + strings.Repeat(" station_resources {"+strings.Repeat(" station_id", 5)+" }", 5) + " }",
 			"at station_resources.station_id"},
 		{"a binary tree of one field", "{ __schema { queryType { " + binaryTree(6) + " } } }", "at __schema.queryType.ofType"},
-		{"fragment cycle ends", `{ __type(name: "Query") { ...F } } fragment F on __Type { ofType { ...F } }`, ""},
+		{"499 spreads and what they select: 999", spreads(499), ""},
+		{"500 spreads and what they select: 1001", spreads(500), "more than 1000 fields and fragment spreads"},
+		{"100 arguments", "{ records_count(" + arguments(100) + ") { count } }", ""},
+		{"101 arguments", "{ records_count(" + arguments(101) + ") { count } }", `field "records_count" has 101 arguments; a field takes at most 100 arguments`},
+		{"101 arguments of an aliased field in a fragment", "{ ...F } fragment F on Query { n: records_count(" + arguments(101) + ") { count } }", `field "n" has 101 arguments`},
+		{"101 arguments of a directive", "{ records_count @include(" + arguments(101) + ") { count } }", "directive @include has 101 arguments; a directive takes at most 100 arguments"},
 	} {
 		start := time.Now()
 		err := checkSize(parse(t, tc.query), 1000)
@@ -166,4 +172,162 @@ func binaryTree(depth int) string {
 	}
 	s := binaryTree(depth - 1)
 	return "ofType { " + s + " } ofType { " + s + " }"
+}
+
+// spreads is a query of one field and n fragment spreads, each of a fragment of one field of
+// its own: 1 + 2n fields and spreads.
+func spreads(n int) string {
+	var b strings.Builder
+	b.WriteString("{ __typename")
+	for i := 0; i < n; i++ {
+		fmt.Fprintf(&b, " ...F%d", i)
+	}
+	b.WriteString(" }")
+	for i := 0; i < n; i++ {
+		fmt.Fprintf(&b, " fragment F%d on Query { f%d: __typename }", i, i)
+	}
+	return b.String()
+}
+
+// arguments is `a0: 0, a1: 1, ...`: n arguments.
+func arguments(n int) string {
+	parts := make([]string, n)
+	for i := range parts {
+		parts[i] = fmt.Sprintf("a%d: %d", i, i)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// TestFragmentCostMeasuredOnce: a fragment's cost is the cost of what it selects, each spread
+// counting 1 plus that cost; it is measured at the first spread and kept, so chains that double
+// at each level cost one walk of the text, and the cost saturates just past the limit.
+func TestFragmentCostMeasuredOnce(t *testing.T) {
+	cost := func(q string, max int) (int, map[string]int) {
+		t.Helper()
+		doc := parse(t, q)
+		c := newCostWalker(doc, max)
+		n, err := c.set(doc.Operations[0].SelectionSet)
+		if err != nil {
+			t.Fatalf("%.60q: %v", q, err)
+		}
+		return n, c.cost
+	}
+	// F3 = 1 (name); F2 = 2 × (1 + 1) = 4; F1 = 2 × (1 + 4) = 10; F0 = 2 × (1 + 10) = 22;
+	// __type = 1 + (1 + 22).
+	if n, memo := cost(fragmentChain(3, "__Type", "name"), 1000); n != 24 || len(memo) != 4 || memo["F0"] != 22 || memo["F3"] != 1 {
+		t.Errorf("chain of 3: cost %d, fragments %v; want 24, F0 22 ... F3 1", n, memo)
+	}
+	// A field costs 1 plus what it selects; an inline fragment what it selects.
+	if n, _ := cost(`{ a { b c ... on T { d { e } } } }`, 1000); n != 5 {
+		t.Errorf("fields and an inline fragment: cost %d, want 5", n)
+	}
+	// 2^60 copies expanded, measured in one walk: saturated at the limit plus one.
+	start := time.Now()
+	if n, memo := cost(fragmentChain(60, "__Type", "name"), 1000); n != 1001 || len(memo) != 61 || memo["F0"] != 1001 {
+		t.Errorf("chain of 60: cost %d, %d fragments measured, F0 %d; want 1001, 61, 1001", n, len(memo), memo["F0"])
+	}
+	// 1,500 levels (the most that 10,000 tokens hold), each fragment spread twice: 2^1500.
+	if n, _ := cost(fragmentChain(1500, "__Type", "name"), 1<<62); n != 1<<62+1 {
+		t.Errorf("chain of 1500 with no practical limit: cost %d, want %d (saturated)", n, 1<<62+1)
+	}
+	if d := time.Since(start); d > 100*time.Millisecond {
+		t.Errorf("the chains took %s", d)
+	}
+}
+
+// unknownChain is fragmentChain whose last fragment spreads one that does not exist: no field
+// anywhere.
+func unknownChain(n int) string {
+	var b strings.Builder
+	b.WriteString("{ ...F0 }\n")
+	for i := 0; i < n; i++ {
+		fmt.Fprintf(&b, "fragment F%d on Query { ...F%d ...F%d }\n", i, i+1, i+1)
+	}
+	fmt.Fprintf(&b, "fragment F%d on Query { ...Nope }\n", n)
+	return b.String()
+}
+
+// TestCheckSizeFragments: a spread of a fragment that does not exist, or of one within itself,
+// stops the check with the validation error gqlgen's validator would report, wherever it is.
+func TestCheckSizeFragments(t *testing.T) {
+	for _, tc := range []struct {
+		name, query, message string
+	}{
+		{"unknown at the end of a chain of 60", unknownChain(60), `Unknown fragment "Nope".`},
+		{"unknown at the root", `{ ...Nope }`, `Unknown fragment "Nope".`},
+		{"unknown in an unused fragment", `{ __typename } fragment U on Query { ...Nope }`, `Unknown fragment "Nope".`},
+		{"unknown under a field", `{ __type(name: "Query") { name ...Nope } }`, `Unknown fragment "Nope".`},
+		{"self-spread", `{ ...F } fragment F on Query { __typename ...F }`, `Cannot spread fragment "F" within itself.`},
+		{"a cycle of three", `{ ...A } fragment A on Query { ...B } fragment B on Query { ...C } fragment C on Query { __typename ...A }`,
+			`Cannot spread fragment "A" within itself via "B", "C".`},
+		{"a cycle in unused fragments", `{ __typename } fragment A on Query { ...B } fragment B on Query { ...A }`, `Cannot spread fragment "A" within itself via "B".`},
+		{"a cycle at the end of a chain of 60", strings.Replace(unknownChain(60), "...Nope", "...F30", 1), `Cannot spread fragment "F30" within itself via "F31", `},
+	} {
+		start := time.Now()
+		err := checkSize(parse(t, tc.query), 1000)
+		switch {
+		case err == nil:
+			t.Errorf("%s: passed", tc.name)
+		case !strings.HasPrefix(err.Message, tc.message) || err.Extensions["code"] != "GRAPHQL_VALIDATION_FAILED" || len(err.Locations) != 1:
+			t.Errorf("%s: %q (code %v, locations %v); want GRAPHQL_VALIDATION_FAILED %q at its spread", tc.name, err.Message, err.Extensions["code"], err.Locations, tc.message)
+		}
+		if d := time.Since(start); d > 100*time.Millisecond {
+			t.Errorf("%s: took %s", tc.name, d)
+		}
+	}
+	// Fragments spread again and again, but measured once each, within the limit.
+	shared := "{ a: __type(name: \"Query\") { ...A ...A } b: __type(name: \"Query\") { ...A } } fragment A on __Type { name ...B } fragment B on __Type { kind }"
+	if err := checkSize(parse(t, shared), 1000); err != nil {
+		t.Errorf("shared fragments: %v", err)
+	}
+}
+
+func TestParseDocument(t *testing.T) {
+	// tokens is a query of exactly n tokens as gqlparser counts them: `{ __typename }` (3) after
+	// comments (1 each).
+	tokens := func(n int) string { return strings.Repeat("# c\n", n-3) + "{ __typename }" }
+	if _, errs := parseDocument(tokens(maxTokens)); errs != nil {
+		t.Errorf("%d tokens: %v", maxTokens, errs)
+	}
+	_, errs := parseDocument(tokens(maxTokens + 1))
+	if len(errs) != 1 || errs[0].Extensions["code"] != "BAD_USER_INPUT" || !strings.Contains(errs[0].Message, "more than 10000 tokens") {
+		t.Errorf("%d tokens: %v, want BAD_USER_INPUT naming the limit", maxTokens+1, errs)
+	}
+	// 64,000 arguments: refused at the limit, without reading the rest.
+	big := "{ a: records_count(" + arguments(64000) + ") { count } b: records_count(" + arguments(64000) + ") { count } }"
+	start := time.Now()
+	if _, errs := parseDocument(big); len(errs) != 1 || errs[0].Extensions["code"] != "BAD_USER_INPUT" {
+		t.Errorf("64,000 arguments: %v", errs)
+	}
+	if d := time.Since(start); d > 100*time.Millisecond {
+		t.Errorf("64,000 arguments (%d bytes) took %s", len(big), d)
+	}
+	for q, code := range map[string]string{
+		`{ records_count { count }`: "GRAPHQL_PARSE_FAILED",
+		`fragment F on Query { a }`: "GRAPHQL_VALIDATION_FAILED", // no operation
+		``:                          "GRAPHQL_VALIDATION_FAILED",
+	} {
+		if _, errs := parseDocument(q); len(errs) != 1 || errs[0].Extensions["code"] != code {
+			t.Errorf("%q: %v, want %s", q, errs, code)
+		}
+	}
+}
+
+func TestLimitErrors(t *testing.T) {
+	list := func(n int) gqlerror.List {
+		errs := make(gqlerror.List, n)
+		for i := range errs {
+			errs[i] = &gqlerror.Error{Message: fmt.Sprint("error ", i), Extensions: map[string]any{"code": "GRAPHQL_VALIDATION_FAILED"}}
+		}
+		return errs
+	}
+	if got := limitErrors(list(100)); len(got) != 100 || got[99].Message != "error 99" {
+		t.Errorf("100 errors: %d kept, the last %q", len(got), got[len(got)-1].Message)
+	}
+	for n, more := range map[int]string{101: "1 more errors", 5000: "4900 more errors"} {
+		got := limitErrors(list(n))
+		if len(got) != 101 || got[99].Message != "error 99" || !strings.HasPrefix(got[100].Message, more) || got[100].Extensions["code"] != "GRAPHQL_VALIDATION_FAILED" {
+			t.Errorf("%d errors: %d kept, the last %q %v; want 101, the last saying %q", n, len(got), got[len(got)-1].Message, got[len(got)-1].Extensions, more)
+		}
+	}
 }

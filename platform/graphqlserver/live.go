@@ -168,6 +168,7 @@ func (e *Endpoint) subscribe(c *fiber.Ctx, r *request) bool {
 	ctx := c.UserContext()
 	rc, errs := e.exec.CreateOperationContext(graphql.StartOperationTrace(ctx), r.params())
 	if errs != nil || rc.Operation == nil || rc.Operation.Operation != ast.Subscription {
+		r.prepared = &prepared{rc, errs} // the document is checked: execute need not again
 		return false
 	}
 	s := e.streams

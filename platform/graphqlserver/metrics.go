@@ -110,10 +110,11 @@ func (m *operationMetrics) InterceptResponse(ctx context.Context, next graphql.R
 	return resp
 }
 
-// rootFields names the operation's top-level fields (through fragments), sorted and joined
-// with commas when there are several.
+// rootFields names the operation's top-level fields (through fragments, each looked into once
+// however often it is spread), sorted and joined with commas when there are several.
 func rootFields(set ast.SelectionSet) string {
 	var names []string
+	var seen map[string]bool
 	var walk func(ast.SelectionSet, int)
 	walk = func(set ast.SelectionSet, depth int) {
 		if depth > 8 {
@@ -128,7 +129,11 @@ func rootFields(set ast.SelectionSet) string {
 			case *ast.InlineFragment:
 				walk(s.SelectionSet, depth+1)
 			case *ast.FragmentSpread:
-				if s.Definition != nil {
+				if s.Definition != nil && !seen[s.Name] {
+					if seen == nil {
+						seen = map[string]bool{}
+					}
+					seen[s.Name] = true
 					walk(s.Definition.SelectionSet, depth+1)
 				}
 			}

@@ -12,7 +12,9 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/99designs/gqlgen/graphql"
 	"github.com/gofiber/fiber/v2"
+	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"github.com/emsanalytics/emsquery/platform/apierr"
 )
@@ -34,6 +36,16 @@ type request struct {
 	readStart time.Time
 	// live: the request is a stream's (a subscription over SSE, live.go).
 	live bool
+	// prepared is the operation that subscribe prepared for a request it did not take (a
+	// query, or a document that does not validate): execute runs or refuses it as it is, once,
+	// rather than checking the document again.
+	prepared *prepared
+}
+
+// prepared is what gqlgen's executor made of a request's parameters.
+type prepared struct {
+	rc   *graphql.OperationContext
+	errs gqlerror.List
 }
 
 // readRequest reads the GraphQL request of c, or answers c with the refusal of one that is

@@ -84,6 +84,10 @@ func New(es graphql.ExecutableSchema, o Options) *Endpoint {
 	exec.Use(newQueryLimits(o.MaxQueryDepth, o.MaxQueryComplexity, o.MaxRootFields, cache, es.Schema()))
 	exec.Use(newOperationTrace(o.TracerProvider))
 	exec.Use(newOperationMetrics(o))
+	// Innermost of the response interceptors: spans and metrics see the errors the client sees.
+	exec.Use(errorLimit{})
+	// queryLimits parses each document before the executor would; this bounds any other parse.
+	exec.SetParserTokenLimit(maxTokens)
 	if o.AroundFields != nil {
 		exec.AroundFields(o.AroundFields)
 	}
