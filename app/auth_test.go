@@ -46,7 +46,7 @@ func TestAuthentication(t *testing.T) {
 		}
 	})
 	t.Run("preflight without key", func(t *testing.T) {
-		resp, _ := preflight(t, svc, "/graphql", "http://localhost:3000", "x-api-key,content-type")
+		resp, _ := preflight(t, svc, "/graphql", "http://localhost:3000", "x-api-key,content-type,if-none-match,traceparent")
 		if resp.StatusCode < 200 || resp.StatusCode > 299 {
 			t.Errorf("preflight status %d, want 2xx", resp.StatusCode)
 		}
@@ -58,6 +58,22 @@ func TestAuthentication(t *testing.T) {
 		}
 		if got := resp.Header.Get("Access-Control-Allow-Methods"); !strings.Contains(got, "POST") {
 			t.Errorf("Access-Control-Allow-Methods = %q, want POST", got)
+		}
+		for _, h := range []string{"if-none-match", "traceparent"} {
+			if got := strings.ToLower(resp.Header.Get("Access-Control-Allow-Headers")); !strings.Contains(got, h) {
+				t.Errorf("Access-Control-Allow-Headers = %q, want %s", got, h)
+			}
+		}
+	})
+	t.Run("exposed headers", func(t *testing.T) {
+		// What a browser's script may read of an answer: the revalidation, back-off, cache and
+		// request id headers.
+		r := svc.GraphQLWithHeaders(t, "/graphql", recordsCountQuery, nil, map[string]string{"x-api-key": svc.Key, "Origin": "http://localhost:3000"})
+		got := strings.ToLower(r.Header.Get("Access-Control-Expose-Headers"))
+		for _, h := range []string{"etag", "retry-after", "cache-status", "x-request-id"} {
+			if !strings.Contains(got, h) {
+				t.Errorf("Access-Control-Expose-Headers = %q, want %s", got, h)
+			}
 		}
 	})
 	t.Run("OPTIONS never runs a query", func(t *testing.T) {

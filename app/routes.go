@@ -32,11 +32,15 @@ func (s *Server) routes(limits config.Limits, security config.Security, db *data
 	f.Use(recover.New(recover.Config{EnableStackTrace: true, StackTraceHandler: recovered(s.log)}))
 	if security.CORS.Enabled {
 		f.Use(cors.New(cors.Config{
-			AllowOrigins:  strings.Join(security.CORS.AllowOrigins, ","),
-			AllowMethods:  "GET,POST,OPTIONS",
-			AllowHeaders:  strings.Join([]string{checker.Header(), auth.ExportHeader, fiber.HeaderContentType, fiber.HeaderAccept, fiber.HeaderXRequestID}, ","),
-			ExposeHeaders: fiber.HeaderXRequestID + "," + fiber.HeaderContentDisposition + "," + answercache.HeaderCacheStatus,
-			MaxAge:        600,
+			AllowOrigins: strings.Join(security.CORS.AllowOrigins, ","),
+			AllowMethods: "GET,POST,OPTIONS",
+			// A dashboard in the browser revalidates (If-None-Match, ETag), backs off when told
+			// (Retry-After), continues its own traces (traceparent) and shows what the cache did.
+			AllowHeaders: strings.Join([]string{checker.Header(), auth.ExportHeader, fiber.HeaderContentType, fiber.HeaderAccept, fiber.HeaderXRequestID,
+				fiber.HeaderIfNoneMatch, "traceparent", "tracestate"}, ","),
+			ExposeHeaders: strings.Join([]string{fiber.HeaderXRequestID, fiber.HeaderContentDisposition, answercache.HeaderCacheStatus,
+				fiber.HeaderETag, fiber.HeaderRetryAfter}, ","),
+			MaxAge: 600,
 		}))
 	}
 
