@@ -87,9 +87,14 @@ func (h *healthChecker) check(ctx context.Context) *healthResult {
 // {"1": "ok", "2": "unreachable"}): health needs no key, and the database's addresses are no
 // business of anonymous callers. With AUTHENTICATION__API_KEYS_FILE it also says whether the
 // file's last reload worked ("keys_file": "ok", or when and, to a key holder, why it failed).
-func healthz(db *database.DB, checker *auth.Checker) fiber.Handler {
+func healthz(db *database.DB, checker *auth.Checker, draining *atomic.Bool) fiber.Handler {
 	h := &healthChecker{db: db}
 	return func(c *fiber.Ctx) error {
+		if draining.Load() {
+			// Stopping (APP__SHUTDOWN_DELAY): out of the load balancer's rotation first, without
+			// asking the database.
+			return c.Status(fiber.StatusServiceUnavailable).JSON(fiber.Map{"status": "draining"})
+		}
 		r := h.result(c.UserContext())
 		body := fiber.Map{"status": "ok", "database": "ok"}
 		if r.err != nil {

@@ -112,6 +112,11 @@ type result struct {
 // postGraphQL posts a query with its own client, without failing the test, so that it can run
 // in a goroutine.
 func postGraphQL(url string, headers map[string]string, query string) (int, []byte, error) {
+	return postGraphQLWith(&http.Client{Timeout: 30 * time.Second}, url, headers, query)
+}
+
+// postGraphQLWith is postGraphQL with client.
+func postGraphQLWith(client *http.Client, url string, headers map[string]string, query string) (int, []byte, error) {
 	body, _ := json.Marshal(map[string]any{"query": query})
 	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
@@ -121,7 +126,7 @@ func postGraphQL(url string, headers map[string]string, query string) (int, []by
 	for k, v := range headers {
 		req.Header.Set(k, v)
 	}
-	resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		return 0, nil, err
 	}

@@ -46,7 +46,7 @@ func (s *Server) routes(limits config.Limits, security config.Security, db *data
 
 	f.Get("/v1/ping", ping)
 	if cfg.HealthChecksEnabled {
-		f.Get("/v1/healthz", healthz(db, checker))
+		f.Get("/v1/healthz", healthz(db, checker, &s.draining))
 	}
 
 	s.mountGraphiQLAssets()

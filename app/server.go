@@ -11,6 +11,8 @@ import (
 	"log/slog"
 	"net"
 	"strconv"
+	"sync/atomic"
+	"time"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/gofiber/fiber/v2/utils"
@@ -37,6 +39,9 @@ type Server struct {
 	metrics *serviceMetrics
 	tracer  trace.TracerProvider
 	streams *graphqlserver.Streams
+	// draining is set on SIGTERM for APP__SHUTDOWN_DELAY: healthz answers 503 while every
+	// route still serves.
+	draining atomic.Bool
 }
 
 // writeBufferSize is fasthttp's buffer for writing a response: a response's head and a body of
@@ -71,8 +76,9 @@ func NewServer(cfg config.App, limits config.Limits, security config.Security, l
 	return s
 }
 
-// Run serves until ctx is cancelled, then stops accepting, lets requests in flight finish (up
-// to APP__SHUTDOWN_TIMEOUT) and returns.
+// Run serves until ctx is cancelled, then, for APP__SHUTDOWN_DELAY, serves on with healthz
+// answering 503, then stops accepting, lets requests in flight finish (up to
+// APP__SHUTDOWN_TIMEOUT) and returns.
 func (s *Server) Run(ctx context.Context) error {
 	addr := net.JoinHostPort(s.cfg.Host, strconv.Itoa(int(s.cfg.Port)))
 	ln, err := net.Listen("tcp", addr)
@@ -94,6 +100,17 @@ func (s *Server) Run(ctx context.Context) error {
 	case err := <-served:
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
+	}
+	if d := s.cfg.ShutdownDelay.Duration(); d > 0 {
+		// A load balancer (Kubernetes' endpoints controller) still sends requests for a while
+		// after the stop began: they are served, while healthz tells it to stop sending.
+		s.draining.Store(true)
+		s.log.Info("draining: /v1/healthz answers 503 while every route still serves", "shutdown_delay", d.String())
+		select {
+		case err := <-served:
+			return fmt.Errorf("serve: %w", err)
+		case <-time.After(d):
+		}
 	}
 	s.log.Info("shutting down: finishing requests in flight", "timeout", s.cfg.ShutdownTimeout.Duration().String())
 	// Live answers last until their clients leave: they end now, each with its complete event.

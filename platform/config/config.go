@@ -94,6 +94,9 @@ type App struct {
 	HealthChecksEnabled Switch   `env:"APP__HEALTH_CHECKS_ENABLED" env-default:"true"`
 	MaxBodyBytes        Bytes    `env:"APP__MAX_BODY_BYTES" env-default:"1048576"`
 	ShutdownTimeout     Seconds  `env:"APP__SHUTDOWN_TIMEOUT" env-default:"30"`
+	// ShutdownDelay is how long the service serves on after SIGTERM with /v1/healthz answering
+	// 503, before the graceful shutdown: the time a load balancer takes to stop sending.
+	ShutdownDelay Delay `env:"APP__SHUTDOWN_DELAY" env-default:"0"`
 	// ReadTimeout bounds reading one request, headers and body; IdleTimeout closes a keep-alive
 	// connection that sends no next request; MaxConnections bounds open connections (past it
 	// new ones are closed at once). Together they keep slow or idle clients from holding the

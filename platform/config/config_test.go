@@ -51,6 +51,7 @@ func TestDefaults(t *testing.T) {
 		{"APP__MAX_CONNECTIONS", cfg.App.MaxConnections, config.Count(10000)},
 		{"APP__MAX_CONNECTIONS_PER_CLIENT", cfg.App.MaxConnectionsPerClient, config.Count(256)},
 		{"APP__WRITE_TIMEOUT", cfg.App.WriteTimeout.Duration(), 60 * time.Second},
+		{"APP__SHUTDOWN_DELAY", cfg.App.ShutdownDelay.Duration(), time.Duration(0)},
 		{"AUTHENTICATION__FAILURES_PER_MINUTE", cfg.Authentication.FailuresPerMinute, config.Count(60)},
 		{"LIMITS__MAX_CONCURRENT_EXPORTS", cfg.Limits.MaxConcurrentExports, config.Count(2)},
 		{"LIMITS__MAX_STREAMED_ANSWERS", cfg.Limits.MaxStreamedAnswers, config.Count(5)},

@@ -140,6 +140,21 @@ func (d *Seconds) SetValue(s string) error {
 // Duration returns d as a time.Duration.
 func (d Seconds) Duration() time.Duration { return time.Duration(d) }
 
+// Delay is a duration in (possibly fractional) seconds that may be 0: none.
+type Delay time.Duration
+
+func (d *Delay) SetValue(s string) error {
+	f, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+	if err != nil || f < 0 || f > 1e6 {
+		return fmt.Errorf("%q is not a number of seconds >= 0", s)
+	}
+	*d = Delay(time.Duration(f * float64(time.Second)))
+	return nil
+}
+
+// Duration returns d as a time.Duration.
+func (d Delay) Duration() time.Duration { return time.Duration(d) }
+
 // Switch is a yes/no setting. The specification writes some as yes/no and others as
 // true/false; both spellings are accepted everywhere.
 type Switch bool
