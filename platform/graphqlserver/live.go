@@ -40,10 +40,11 @@ import (
 // is not used: it is net/http's, computes per stream, and knows none of the bounds here.
 
 // Streams are the live answers of every endpoint: their bounds (LIMITS__MAX_STREAMS, and each
-// key's max_streams), their heartbeat, their feeds, and their end when the service stops. A nil
-// Streams refuses every subscription.
+// key's max_streams or else LIMITS__MAX_STREAMS_PER_KEY), their heartbeat, their feeds, and
+// their end when the service stops. A nil Streams refuses every subscription.
 type Streams struct {
 	max       int
+	maxPerKey int // 0: a key without max_streams is bounded by max alone
 	heartbeat time.Duration
 	// closing is closed by End: every stream completes.
 	closing chan struct{}
@@ -67,6 +68,9 @@ type Streams struct {
 type StreamsConfig struct {
 	// Max is LIMITS__MAX_STREAMS: the streams open at once, all keys together.
 	Max int
+	// MaxPerKey is LIMITS__MAX_STREAMS_PER_KEY: the streams open at once of a key without a
+	// max_streams of its own (the single AUTHENTICATION__API_KEY's too); 0, no such bound.
+	MaxPerKey int
 	// Heartbeat is APP__STREAM_HEARTBEAT: a comment line goes out on a stream quiet for this
 	// long (contract: at most 15 s).
 	Heartbeat time.Duration
@@ -82,6 +86,7 @@ type StreamsConfig struct {
 func NewStreams(cfg StreamsConfig) (*Streams, func(), error) {
 	s := &Streams{
 		max:       cfg.Max,
+		maxPerKey: cfg.MaxPerKey,
 		heartbeat: cfg.Heartbeat,
 		maxBytes:  cfg.MaxBytes,
 		maxAnswer: cfg.MaxBytes / 8,
@@ -114,7 +119,8 @@ type errStreams struct {
 	message string
 }
 
-// admit counts a new stream of key (its max_streams: 0, none of its own), or says why not.
+// admit counts a new stream of key (its max_streams: 0, none of its own, and then
+// LIMITS__MAX_STREAMS_PER_KEY bounds it), or says why not.
 func (s *Streams) admit(key string, maxOfKey int) *errStreams {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -130,6 +136,10 @@ func (s *Streams) admit(key string, maxOfKey int) *errStreams {
 	if maxOfKey > 0 && s.perKey[key] >= maxOfKey {
 		return &errStreams{http.StatusTooManyRequests, apierr.RateLimited, fmt.Sprintf(
 			"the API key %q has %d live answers open, its max_streams; retry when one has ended", key, maxOfKey)}
+	}
+	if maxOfKey <= 0 && s.maxPerKey > 0 && s.perKey[key] >= s.maxPerKey {
+		return &errStreams{http.StatusTooManyRequests, apierr.RateLimited, fmt.Sprintf(
+			"the API key %q has %d live answers open, the bound of a key without max_streams (LIMITS__MAX_STREAMS_PER_KEY); retry when one has ended", key, s.maxPerKey)}
 	}
 	s.open++
 	s.perKey[key]++
