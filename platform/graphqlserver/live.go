@@ -39,9 +39,10 @@ import (
 // streams carry it, and sent only when they differ from the last sent. gqlgen's transport.SSE
 // is not used: it is net/http's, computes per stream, and knows none of the bounds here.
 
-// Streams are the live answers of every endpoint: their bounds (LIMITS__MAX_STREAMS, and each
-// key's max_streams or else LIMITS__MAX_STREAMS_PER_KEY), their heartbeat, their feeds, and
-// their end when the service stops. A nil Streams refuses every subscription.
+// Streams are the live answers of every endpoint: their bounds (LIMITS__MAX_STREAMS, each key's
+// max_streams or else LIMITS__MAX_STREAMS_PER_KEY, and the memory their questions and answers
+// hold), their heartbeat, their feeds, and their end when the service stops. A nil Streams
+// refuses every subscription.
 type Streams struct {
 	max       int
 	maxPerKey int // 0: a key without max_streams is bounded by max alone
@@ -50,8 +51,9 @@ type Streams struct {
 	closing chan struct{}
 	endOnce sync.Once
 
-	// maxBytes bounds the answers the feeds hold together, maxAnswer one of them; held is what
-	// they hold now (each answer once, however many streams send it).
+	// maxBytes bounds what the feeds hold together, their questions (feed.question) and their
+	// answers, maxAnswer one answer; held is what they hold now (each question and answer
+	// once, however many streams carry it).
 	maxBytes, maxAnswer int64
 	held                atomic.Int64
 
@@ -74,8 +76,9 @@ type StreamsConfig struct {
 	// Heartbeat is APP__STREAM_HEARTBEAT: a comment line goes out on a stream quiet for this
 	// long (contract: at most 15 s).
 	Heartbeat time.Duration
-	// MaxBytes bounds the answers the feeds hold together (CACHE__MAX_BYTES: as much again as
-	// the answer cache), and one answer to an eighth of it (as the cache's).
+	// MaxBytes bounds what the feeds hold together, the questions they answer and their
+	// answers (CACHE__MAX_BYTES: as much again as the answer cache), and one answer to an
+	// eighth of it (as the cache's).
 	MaxBytes int64
 	// Meter creates the streams' instruments (nil: none).
 	Meter metric.Meter
@@ -197,12 +200,22 @@ func (e *Endpoint) subscribe(c *fiber.Ctx, r *request) bool {
 		refuseStream(c, refusal)
 		return true
 	}
+	// A stream's answer does not depend on how the client wrote Accept: one feed per question.
+	r.live, r.accept = true, mimeEvents
+	f, refusal := s.join(e, r, ctx)
+	if refusal != nil {
+		s.release(keyName)
+		refuseStream(c, refusal)
+		return true
+	}
 	if grant != nil {
 		grant.LeaveInFlight()
 	}
-	// A stream's answer does not depend on how the client wrote Accept: one feed per question.
-	r.live, r.accept = true, mimeEvents
-	f := s.join(e, r, ctx)
+	// The request's body is parsed (r) and the feed keeps what it needs of it: fasthttp would
+	// otherwise keep the body's buffer (its size rounded up to a power of two, and counted
+	// nowhere) until the stream ends, hours from now. ResetBody would keep the buffer for the
+	// connection's next request; released, the collector takes it.
+	c.Request().ReleaseBody(0)
 	st := &stream{s: s, f: f, grant: grant, keyName: keyName, attrs: e.liveAttrs, gone: httpbridge.PeerGone(c.Context().Conn())}
 	s.metrics.opened(e.liveAttrs)
 	h := &c.Response().Header

@@ -1,13 +1,16 @@
 package graphqlserver
 
 import (
+	"encoding/json"
 	"net/http"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 )
 
-// Unit tests of the streams' bounds (live.go). The streams themselves, over HTTP, are tested in app/live_test.go and
+// Unit tests of the streams' bounds (live.go) and of what a feed keeps of its request
+// (feed.go). The streams themselves, over HTTP, are tested in app/live_test.go and
 // app/live_budget_test.go.
 
 func newTestStreams(t *testing.T, cfg StreamsConfig) *Streams {
@@ -63,4 +66,40 @@ func TestStreamsPerKey(t *testing.T) {
 	unbounded := newTestStreams(t, StreamsConfig{Max: 150, MaxPerKey: 0, MaxBytes: 1 << 20})
 	admitN(t, unbounded, "default", 0, 150)
 	wantRefusal(t, "past LIMITS__MAX_STREAMS with no bound per key", unbounded.admit("default", 0), "LIMITS__MAX_STREAMS")
+}
+
+// A feed keeps of its request the question only: the document, operation and canonical
+// variables and extensions, whose sizes it counts; the request it computes with is the
+// original's question (same key, same decoded variables).
+func TestFeedQuestion(t *testing.T) {
+	doc := "subscription Q($s: String) { records_count(station: $s) { count } }\n# " + strings.Repeat("x", 1000)
+	body, _ := json.Marshal(map[string]any{
+		"query":         doc,
+		"operationName": "Q",
+		"variables":     json.RawMessage(`{"s": "North", "n": 1.50, "list": [1, {"b": true, "a": null}]}`),
+		"extensions":    json.RawMessage(`{"trace": {"id": "abc"}}`),
+	})
+	p, err := decodeGraphQLBody(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := p.request()
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := questionOf(r)
+	if want := int64(len(doc) + len("Q") + len(r.vars) + len(r.ext)); q.size() != want {
+		t.Errorf("size %d, want %d", q.size(), want)
+	}
+	again := q.request()
+	if !reflect.DeepEqual(again.variables, r.variables) || !reflect.DeepEqual(again.extensions, r.extensions) {
+		t.Errorf("decoded again: variables %#v extensions %#v; the request's: %#v %#v", again.variables, again.extensions, r.variables, r.extensions)
+	}
+	r.live, r.accept = true, mimeEvents
+	if again.key("/graphql") != r.key("/graphql") || !again.live || again.get {
+		t.Error("the feed's request is another question than the stream's")
+	}
+	if got := (question{}).request(); got.variables != nil || got.extensions != nil {
+		t.Errorf("no variables: %#v %#v", got.variables, got.extensions)
+	}
 }
