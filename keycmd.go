@@ -27,7 +27,7 @@ func keyCommand(args []string, stdout, stderr io.Writer) int {
 	rate := fs.Float64("rate", 0, "requests per second the key may make (0: no limit)")
 	burst := fs.Int("burst", 0, "requests the key may make at once (default: the rate rounded up)")
 	maxInFlight := fs.Int("max-in-flight", 0, "requests of the key running at once (0: no limit)")
-	maxStreams := fs.Int("max-streams", 0, "live answers (subscriptions) of the key open at once (0: only LIMITS__MAX_STREAMS)")
+	maxStreams := fs.Int("max-streams", 0, "live answers (subscriptions) of the key open at once (0: LIMITS__MAX_STREAMS_PER_KEY)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return 2
 	}

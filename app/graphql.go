@@ -61,11 +61,13 @@ func restRefusal(c *fiber.Ctx, r auth.Refusal) error {
 }
 
 // NewStreams is the registry of the GraphQL endpoints' live answers (contract 6.11): at most
-// LIMITS__MAX_STREAMS, a heartbeat every APP__STREAM_HEARTBEAT, their answers within
-// CACHE__MAX_BYTES. The cleanup completes them.
+// LIMITS__MAX_STREAMS, LIMITS__MAX_STREAMS_PER_KEY of a key without max_streams, a heartbeat
+// every APP__STREAM_HEARTBEAT, their questions and answers within CACHE__MAX_BYTES. The
+// cleanup completes them.
 func NewStreams(cfg config.App, limits config.Limits, cache config.Cache, mp metric.MeterProvider) (*graphqlserver.Streams, func(), error) {
 	return graphqlserver.NewStreams(graphqlserver.StreamsConfig{
 		Max:       int(limits.MaxStreams),
+		MaxPerKey: int(limits.MaxStreamsPerKey),
 		Heartbeat: cfg.StreamHeartbeat.Duration(),
 		MaxBytes:  int64(cache.MaxBytes),
 		Meter:     mp.Meter(meterName),

@@ -2,6 +2,7 @@ package app_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -43,8 +44,14 @@ type sseStream struct {
 func subscribe(t *testing.T, svc *servicetest.Service, path, query, key string) (*sseStream, []byte) {
 	t.Helper()
 	b, _ := json.Marshal(map[string]any{"query": query})
+	return subscribeBody(t, svc, path, b, key)
+}
+
+// subscribeBody is subscribe with the request's JSON body as given (variables included).
+func subscribeBody(t *testing.T, svc *servicetest.Service, path string, b []byte, key string) (*sseStream, []byte) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, svc.URL+path, strings.NewReader(string(b)))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, svc.URL+path, bytes.NewReader(b))
 	if err != nil {
 		t.Fatal(err)
 	}

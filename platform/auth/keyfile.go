@@ -67,8 +67,9 @@ type Entry struct {
 	RatePerSecond float64 `json:"rate_per_second,omitempty"`
 	Burst         int     `json:"burst,omitempty"`
 	MaxInFlight   int     `json:"max_in_flight,omitempty"`
-	// MaxStreams bounds the key's live answers open at once (contract 6.11; 0 or absent: only
-	// LIMITS__MAX_STREAMS bounds them). A stream counts here, not in max_in_flight.
+	// MaxStreams bounds the key's live answers open at once (contract 6.11; 0 or absent:
+	// LIMITS__MAX_STREAMS_PER_KEY does, as for AUTHENTICATION__API_KEY). A stream counts here,
+	// not in max_in_flight.
 	MaxStreams int `json:"max_streams,omitempty"`
 }
 
@@ -155,7 +156,7 @@ func (e Entry) key() (key, error) {
 		return key{}, errors.New("max_in_flight must be a whole number >= 0 (0: no limit)")
 	}
 	if e.MaxStreams < 0 {
-		return key{}, errors.New("max_streams must be a whole number >= 0 (0: no limit of its own)")
+		return key{}, errors.New("max_streams must be a whole number >= 0 (0: none of its own, LIMITS__MAX_STREAMS_PER_KEY bounds it)")
 	}
 	k := key{name: e.Name, scopes: scopes, rate: e.RatePerSecond, burst: e.Burst, maxInFlight: e.MaxInFlight, maxStreams: e.MaxStreams}
 	copy(k.digest[:], raw)

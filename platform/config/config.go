@@ -85,6 +85,10 @@ type Limits struct {
 	// MaxStreams bounds the live answers (subscriptions over SSE) open at once, all keys
 	// together; each holds a connection and a little memory for as long as its client stays.
 	MaxStreams Count `env:"LIMITS__MAX_STREAMS" env-default:"1000"`
+	// MaxStreamsPerKey bounds the live answers open at once of one key without max_streams of
+	// its own (the single AUTHENTICATION__API_KEY too), so that one such key cannot hold all
+	// of MaxStreams. 0: no bound but MaxStreams.
+	MaxStreamsPerKey Count `env:"LIMITS__MAX_STREAMS_PER_KEY" env-default:"100"`
 }
 
 type App struct {

@@ -102,6 +102,8 @@ func TestDefaults(t *testing.T) {
 		{"LIMITS__MAX_ROOT_FIELDS", cfg.Limits.MaxRootFields, config.Count(20)},
 		{"LIMITS__REQUEST_PARALLELISM", cfg.Limits.RequestParallelism, config.Count(4)},
 		{"LIMITS__MAX_ROWS", cfg.Limits.MaxRows, config.Count(100000)},
+		{"LIMITS__MAX_STREAMS", cfg.Limits.MaxStreams, config.Count(1000)},
+		{"LIMITS__MAX_STREAMS_PER_KEY", cfg.Limits.MaxStreamsPerKey, config.Count(100)},
 	}
 	for _, c := range checks {
 		if !reflect.DeepEqual(c.got, c.want) {
@@ -248,6 +250,8 @@ func TestBadValuesNameTheirVariable(t *testing.T) {
 		{"LIMITS__MAX_ROOT_FIELDS", "0"},
 		{"LIMITS__REQUEST_PARALLELISM", "0"},
 		{"LIMITS__MAX_ROWS", "lots"},
+		{"LIMITS__MAX_STREAMS_PER_KEY", "-1"},
+		{"LIMITS__MAX_STREAMS_PER_KEY", "many"},
 		{"CACHE__ENABLED", "often"},
 		{"CACHE__MAX_STALENESS", "0"},
 		{"CACHE__MAX_BYTES", "64MiB"},
@@ -375,5 +379,18 @@ func TestCacheSettings(t *testing.T) {
 		if err := c.SetValue(bad); err == nil {
 			t.Errorf("channel %q accepted", bad)
 		}
+	}
+}
+
+// LIMITS__MAX_STREAMS_PER_KEY 0 is no bound per key (LIMITS__MAX_STREAMS alone), not a key that
+// may hold no stream.
+func TestStreamsPerKeyZero(t *testing.T) {
+	setenv(t, map[string]string{"AUTHENTICATION__API_KEY": "k", "LIMITS__MAX_STREAMS_PER_KEY": "0"})
+	cfg, err := config.Load("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Limits.MaxStreamsPerKey != 0 {
+		t.Errorf("LIMITS__MAX_STREAMS_PER_KEY=0 read as %d", cfg.Limits.MaxStreamsPerKey)
 	}
 }

@@ -23,11 +23,19 @@ import (
 // answer cache (Share: a question also asked as a query in that version is computed once),
 // and publishes it only when its bytes differ from the last published. It ends when its last
 // stream leaves.
+//
+// What a feed holds counts in the streams' budget (CACHE__MAX_BYTES) for as long as it lives:
+// its question (what the client sent, which may be as large as APP__MAX_BODY_BYTES) from the
+// first stream's admission, and its answer from each publication. Both are counted once per
+// feed, however many streams carry it, because that is what is held: a stream keeps neither
+// its request's body (released when the stream starts) nor its own copy of the question, so a
+// stream that joins an existing feed adds nothing to the budget (its connection and buffers
+// are LIMITS__MAX_STREAMS' to bound).
 type feed struct {
 	s    *Streams
 	e    *Endpoint
 	key  answercache.Key
-	r    *request
+	q    question
 	base context.Context // the first stream's values (key name, request id), never cancelled
 	stop chan struct{}   // closed when the last stream left
 	// members is guarded by s.mu.
@@ -43,20 +51,55 @@ type feed struct {
 // feedKey is a question's key.
 type feedKey = answercache.Key
 
-// join adds a stream to the feed of r's question at e, started here when it is the first.
-func (s *Streams) join(e *Endpoint, r *request, ctx context.Context) *feed {
+// question is what a feed keeps of the request that started it: only the parts that make the
+// question (r.key's), the variables and extensions in their canonical JSON rather than decoded
+// (a decoded object costs several times its JSON; decoding it again for each computation costs
+// little beside the computation's statements).
+type question struct {
+	query, operation string
+	vars, ext        []byte
+}
+
+func questionOf(r *request) question {
+	return question{query: r.query, operation: r.operation, vars: r.vars, ext: r.ext}
+}
+
+// size is what the question holds, as counted in the streams' budget.
+func (q question) size() int64 {
+	return int64(len(q.query) + len(q.operation) + len(q.vars) + len(q.ext))
+}
+
+// request is the question as a stream's request for one computation.
+func (q question) request() *request {
+	r := &request{live: true, accept: mimeEvents, contentType: mimeEvents, query: q.query, operation: q.operation, vars: q.vars, ext: q.ext, readStart: time.Now()}
+	// Canonical JSON that canonicalObject made: it decodes again.
+	r.variables, _, _ = canonicalObject(q.vars)
+	r.extensions, _, _ = canonicalObject(q.ext)
+	return r
+}
+
+// join adds a stream to the feed of r's question at e, started here when it is the first, or
+// says why not: a new feed's question must fit in the streams' budget beside what the other
+// feeds hold.
+func (s *Streams) join(e *Endpoint, r *request, ctx context.Context) (*feed, *errStreams) {
 	k := r.key(e.route)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	f := s.feeds[k]
 	if f == nil {
-		f = &feed{s: s, e: e, key: k, r: r, base: context.WithoutCancel(ctx), stop: make(chan struct{}), changed: make(chan struct{})}
+		q := questionOf(r)
+		if !s.hold(q.size()) {
+			return nil, &errStreams{http.StatusTooManyRequests, apierr.RateLimited, fmt.Sprintf(
+				"the live answers and their questions hold all the memory they may (CACHE__MAX_BYTES=%d) and this question's %d bytes do not fit; retry when one has ended, or send a smaller document",
+				s.maxBytes, q.size())}
+		}
+		f = &feed{s: s, e: e, key: k, q: q, base: context.WithoutCancel(ctx), stop: make(chan struct{}), changed: make(chan struct{})}
 		s.feeds[k] = f
 		s.wg.Add(1)
 		go f.run()
 	}
 	f.members++
-	return f
+	return f, nil
 }
 
 // leave removes a stream from f; the last to leave stops it.
@@ -66,9 +109,9 @@ func (s *Streams) leave(f *feed) {
 	if f.members--; f.members == 0 {
 		delete(s.feeds, f.key)
 		close(f.stop)
-		// Its answer is nobody's now; publish sees stop and keeps nothing more.
+		// Its question and answer are nobody's now; publish sees stop and keeps nothing more.
 		f.mu.Lock()
-		s.held.Add(-int64(len(f.event)))
+		s.held.Add(-int64(len(f.event)) - f.q.size())
 		f.event = nil
 		f.mu.Unlock()
 	}
@@ -148,7 +191,7 @@ func (f *feed) compute(v answercache.Version) (body []byte, failed, final bool) 
 	}
 	run := func() []byte {
 		w := &bufferWriter{header: http.Header{}}
-		resp, ok := e.execute(ctx, w, f.r)
+		resp, ok := e.execute(ctx, w, f.q.request())
 		f.s.metrics.recomputed(e.liveAttrs)
 		failed = !ok || resp == nil || len(resp.Errors) > 0
 		final = failed && resp != nil && len(resp.Errors) > 0 && questionsFault(resp.Errors)
@@ -216,10 +259,11 @@ func (f *feed) body() []byte {
 	return f.event[len(eventNextHead) : len(f.event)-len(eventEnd)]
 }
 
-// tooLargeAnswer is the last answer of a question whose answer the feeds cannot hold.
+// tooLargeAnswer is the last answer of a question whose answer the feeds cannot hold (too large
+// itself, or no room left beside the other feeds' questions and answers).
 func tooLargeAnswer(maxAnswer, maxBytes int64) []byte {
 	b, _ := json.Marshal(map[string]any{"errors": []map[string]any{{
-		"message":    fmt.Sprintf("a live answer is at most %d bytes, and the live answers together at most %d (CACHE__MAX_BYTES): narrow the question, or ask it as a query", maxAnswer, maxBytes),
+		"message":    fmt.Sprintf("a live answer is at most %d bytes, and the live answers with their questions together at most %d (CACHE__MAX_BYTES): narrow the question, or ask it as a query", maxAnswer, maxBytes),
 		"extensions": map[string]any{"code": string(apierr.ResultTooLarge)},
 	}}})
 	return b

@@ -39,18 +39,21 @@ import (
 // streams carry it, and sent only when they differ from the last sent. gqlgen's transport.SSE
 // is not used: it is net/http's, computes per stream, and knows none of the bounds here.
 
-// Streams are the live answers of every endpoint: their bounds (LIMITS__MAX_STREAMS, and each
-// key's max_streams), their heartbeat, their feeds, and their end when the service stops. A nil
-// Streams refuses every subscription.
+// Streams are the live answers of every endpoint: their bounds (LIMITS__MAX_STREAMS, each key's
+// max_streams or else LIMITS__MAX_STREAMS_PER_KEY, and the memory their questions and answers
+// hold), their heartbeat, their feeds, and their end when the service stops. A nil Streams
+// refuses every subscription.
 type Streams struct {
 	max       int
+	maxPerKey int // 0: a key without max_streams is bounded by max alone
 	heartbeat time.Duration
 	// closing is closed by End: every stream completes.
 	closing chan struct{}
 	endOnce sync.Once
 
-	// maxBytes bounds the answers the feeds hold together, maxAnswer one of them; held is what
-	// they hold now (each answer once, however many streams send it).
+	// maxBytes bounds what the feeds hold together, their questions (feed.question) and their
+	// answers, maxAnswer one answer; held is what they hold now (each question and answer
+	// once, however many streams carry it).
 	maxBytes, maxAnswer int64
 	held                atomic.Int64
 
@@ -67,11 +70,15 @@ type Streams struct {
 type StreamsConfig struct {
 	// Max is LIMITS__MAX_STREAMS: the streams open at once, all keys together.
 	Max int
+	// MaxPerKey is LIMITS__MAX_STREAMS_PER_KEY: the streams open at once of a key without a
+	// max_streams of its own (the single AUTHENTICATION__API_KEY's too); 0, no such bound.
+	MaxPerKey int
 	// Heartbeat is APP__STREAM_HEARTBEAT: a comment line goes out on a stream quiet for this
 	// long (contract: at most 15 s).
 	Heartbeat time.Duration
-	// MaxBytes bounds the answers the feeds hold together (CACHE__MAX_BYTES: as much again as
-	// the answer cache), and one answer to an eighth of it (as the cache's).
+	// MaxBytes bounds what the feeds hold together, the questions they answer and their
+	// answers (CACHE__MAX_BYTES: as much again as the answer cache), and one answer to an
+	// eighth of it (as the cache's).
 	MaxBytes int64
 	// Meter creates the streams' instruments (nil: none).
 	Meter metric.Meter
@@ -82,6 +89,7 @@ type StreamsConfig struct {
 func NewStreams(cfg StreamsConfig) (*Streams, func(), error) {
 	s := &Streams{
 		max:       cfg.Max,
+		maxPerKey: cfg.MaxPerKey,
 		heartbeat: cfg.Heartbeat,
 		maxBytes:  cfg.MaxBytes,
 		maxAnswer: cfg.MaxBytes / 8,
@@ -114,7 +122,8 @@ type errStreams struct {
 	message string
 }
 
-// admit counts a new stream of key (its max_streams: 0, none of its own), or says why not.
+// admit counts a new stream of key (its max_streams: 0, none of its own, and then
+// LIMITS__MAX_STREAMS_PER_KEY bounds it), or says why not.
 func (s *Streams) admit(key string, maxOfKey int) *errStreams {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -130,6 +139,10 @@ func (s *Streams) admit(key string, maxOfKey int) *errStreams {
 	if maxOfKey > 0 && s.perKey[key] >= maxOfKey {
 		return &errStreams{http.StatusTooManyRequests, apierr.RateLimited, fmt.Sprintf(
 			"the API key %q has %d live answers open, its max_streams; retry when one has ended", key, maxOfKey)}
+	}
+	if maxOfKey <= 0 && s.maxPerKey > 0 && s.perKey[key] >= s.maxPerKey {
+		return &errStreams{http.StatusTooManyRequests, apierr.RateLimited, fmt.Sprintf(
+			"the API key %q has %d live answers open, the bound of a key without max_streams (LIMITS__MAX_STREAMS_PER_KEY); retry when one has ended", key, s.maxPerKey)}
 	}
 	s.open++
 	s.perKey[key]++
@@ -188,12 +201,22 @@ func (e *Endpoint) subscribe(c *fiber.Ctx, r *request) bool {
 		refuseStream(c, refusal)
 		return true
 	}
+	// A stream's answer does not depend on how the client wrote Accept: one feed per question.
+	r.live, r.accept = true, mimeEvents
+	f, refusal := s.join(e, r, ctx)
+	if refusal != nil {
+		s.release(keyName)
+		refuseStream(c, refusal)
+		return true
+	}
 	if grant != nil {
 		grant.LeaveInFlight()
 	}
-	// A stream's answer does not depend on how the client wrote Accept: one feed per question.
-	r.live, r.accept = true, mimeEvents
-	f := s.join(e, r, ctx)
+	// The request's body is parsed (r) and the feed keeps what it needs of it: fasthttp would
+	// otherwise keep the body's buffer (its size rounded up to a power of two, and counted
+	// nowhere) until the stream ends, hours from now. ResetBody would keep the buffer for the
+	// connection's next request; released, the collector takes it.
+	c.Request().ReleaseBody(0)
 	st := &stream{s: s, f: f, grant: grant, keyName: keyName, attrs: e.liveAttrs, gone: httpbridge.PeerGone(c.Context().Conn())}
 	s.metrics.opened(e.liveAttrs)
 	h := &c.Response().Header

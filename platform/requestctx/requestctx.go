@@ -38,7 +38,8 @@ type Grant interface {
 	// InForce says whether the key is still in force with the request's scope (a reload of
 	// the keys file may have removed it or its scope).
 	InForce() bool
-	// MaxStreams is the key's max_streams (0: no bound of its own).
+	// MaxStreams is the key's max_streams (0: no bound of its own; LIMITS__MAX_STREAMS_PER_KEY
+	// bounds it).
 	MaxStreams() int
 	// LeaveInFlight stops counting the request in its key's max_in_flight: a stream counts
 	// in max_streams instead, for as long as it lasts.
