@@ -47,7 +47,8 @@ func benchServer(b *testing.B, es *gqlpublic.Config) string {
 	limits := testLimits
 	limits.RequestTimeout = config.Seconds(30 * time.Second)
 	o := graphQLOptions("/graphql", limits, nil, nil, slog.New(slog.NewTextHandler(io.Discard, nil)), nil, nil)
-	f := fiber.New(fiber.Config{DisableStartupMessage: true, WriteBufferSize: writeBufferSize})
+	f := fiber.New(fiber.Config{DisableStartupMessage: true, WriteBufferSize: writeBufferSize, StreamRequestBody: true, DisablePreParseMultipartForm: true})
+	f.Use(httpbridge.Bodies)
 	f.All("/graphql", graphqlserver.New(gqlpublic.NewExecutableSchema(*es), o).Handlers(func(c *fiber.Ctx) error { return c.Next() })...)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -61,7 +61,16 @@ func NewServer(cfg config.App, limits config.Limits, security config.Security, l
 		// Proxies in front may keep connections open; idle ones are closed after this.
 		IdleTimeout:     cfg.IdleTimeout.Duration(),
 		WriteBufferSize: writeBufferSize,
+		// Bodies are read as they arrive, by the handlers that take one (httpbridge.ReadBody),
+		// after the key check: fasthttp would otherwise allocate each announced Content-Length
+		// before any handler runs, for anyone (see platform/httpbridge/body.go).
+		StreamRequestBody: true,
+		// No route takes a form: fasthttp would read a multipart body whole before the handler.
+		DisablePreParseMultipartForm: true,
 	})
+	// A body over the limit (APP__MAX_BODY_BYTES), or without a valid key, is not read at all
+	// (httpbridge.Bodies answers the first, the routes' key check the second).
+	f.Server().HeaderReceived = httpbridge.HeaderReceived(f.Config().BodyLimit, checker.CarriesKey)
 	// Responses sent while shutting down say Connection: close, so a client does not send its
 	// next request on a connection that is about to close.
 	f.Server().CloseOnShutdown = true

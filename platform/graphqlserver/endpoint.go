@@ -63,8 +63,11 @@ func cacheStatus(c *fiber.Ctx) error {
 }
 
 func (e *Endpoint) serve(c *fiber.Ctx) error {
-	r := readRequest(c)
-	if r == nil || e.subscribe(c, r) {
+	r, err := readRequest(c)
+	if r == nil || err != nil {
+		return err
+	}
+	if e.subscribe(c, r) {
 		return nil
 	}
 	if events, json := acceptsEvents(r.accept); !r.get && events && !json {
