@@ -110,13 +110,12 @@ func readPost(c *fiber.Ctx) (*request, error) {
 	}
 	// The body as received (Fiber's c.Body() would decompress it, without a bound), read as it
 	// arrives. decodeGraphQLBody keeps no reference to it.
-	var (
-		p   graphQLParams
-		err error
-	)
-	if rerr := httpbridge.ReadBody(c, func(body []byte) { p, err = decodeGraphQLBody(body) }); rerr != nil {
-		return nil, rerr
+	body, err := httpbridge.ReadBody(c)
+	if err != nil {
+		return nil, err
 	}
+	p, err := decodeGraphQLBody(body.Bytes())
+	body.Release()
 	if err != nil {
 		return nil, err
 	}

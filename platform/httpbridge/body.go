@@ -112,46 +112,46 @@ func DropBody(c *fiber.Ctx) {
 // reloaded in between): the request has to be sent again.
 var ErrBodyWithheld = errors.New("the request's body was not read: its API key was not valid when its headers arrived; send the request again")
 
-// ReadBody calls use with c's request body, read as its bytes arrive into pieces of bodyPiece
-// bytes, so that it costs memory as it arrives, never as its Content-Length announces. A body
-// over the app's BodyLimit (APP__MAX_BODY_BYTES) is fiber.ErrRequestEntityTooLarge; one that does
-// not arrive whole before the request's read deadline (APP__READ_TIMEOUT) is
-// fiber.ErrRequestTimeout; one that ends early or whose chunked framing is broken is a 400. None
-// of them is ever passed to use, and after any of them the connection closes (what is left of
-// the body is on it). body is valid during use only: its memory is used again.
-func ReadBody(c *fiber.Ctx, use func(body []byte)) error {
+// ReadBody reads c's request body as its bytes arrive, into pieces of bodyPiece bytes, so that
+// it costs memory as it arrives, never as its Content-Length announces. A body over the app's
+// BodyLimit (APP__MAX_BODY_BYTES) is fiber.ErrRequestEntityTooLarge; one that does not arrive
+// whole before the request's read deadline (APP__READ_TIMEOUT) is fiber.ErrRequestTimeout; one
+// that ends early or whose chunked framing is broken is a 400. None of them is ever taken for a
+// body, and after any of them the connection closes (what is left of the body is on it). The
+// caller releases the body it got when it no longer uses its bytes.
+func ReadBody(c *fiber.Ctx) (*Body, error) {
 	req := c.Request()
 	if len(req.Header.Peek(withheldHeader)) > 0 {
-		return ErrBodyWithheld
+		return nil, ErrBodyWithheld
 	}
 	limit := c.App().Config().BodyLimit
+	b := bodies.Get().(*Body)
 	if !req.IsBodyStream() {
 		// A server that does not stream bodies (a test's) has read this one whole, within its
 		// limit.
-		body := req.Body()
-		if len(body) > limit {
-			return fiber.ErrRequestEntityTooLarge
+		b.whole = req.Body()
+		if len(b.whole) > limit {
+			b.Release()
+			return nil, fiber.ErrRequestEntityTooLarge
 		}
 		c.Locals(bodyReadKey{}, true)
-		use(body)
-		return nil
+		return b, nil
 	}
 	announced := req.Header.ContentLength() // -1: chunked
 	if announced > limit {
+		b.Release()
 		c.Context().SetConnectionClose()
-		return fiber.ErrRequestEntityTooLarge
+		return nil, fiber.ErrRequestEntityTooLarge
 	}
-	b := bodies.Get().(*body)
-	defer b.release()
 	if err := b.readFrom(req.BodyStream(), announced, limit); err != nil {
+		b.Release()
 		c.Context().SetConnectionClose()
-		return err
+		return nil, err
 	}
 	// Read to its end: the connection is where the next request starts.
 	req.ResetBody()
 	c.Locals(bodyReadKey{}, true)
-	use(b.bytes())
-	return nil
+	return b, nil
 }
 
 // bodyPiece is the size of the pieces a streamed body is read into: what a body costs beyond
@@ -161,18 +161,19 @@ const bodyPiece = 16 << 10
 
 var pieces = sync.Pool{New: func() any { return new([bodyPiece]byte) }}
 
-var bodies = sync.Pool{New: func() any { return &body{} }}
+var bodies = sync.Pool{New: func() any { return &Body{} }}
 
-// body is a request body being read, in pieces.
-type body struct {
+// Body is a request body that ReadBody read.
+type Body struct {
 	pieces []*[bodyPiece]byte
 	n      int    // bytes read
 	joined []byte // the pieces in one slice, when there are several
+	whole  []byte // the body fasthttp read (a server that does not stream bodies)
 }
 
 // readFrom reads r to its end: announced bytes (-1: up to the end of a chunked body), at most
 // limit.
-func (b *body) readFrom(r io.Reader, announced, limit int) error {
+func (b *Body) readFrom(r io.Reader, announced, limit int) error {
 	for b.n != announced {
 		if b.n == len(b.pieces)*bodyPiece {
 			b.pieces = append(b.pieces, pieces.Get().(*[bodyPiece]byte))
@@ -208,13 +209,17 @@ func readError(err error) error {
 	return fiber.NewError(fiber.StatusBadRequest, "the request body could not be read")
 }
 
-// bytes is the body read, in one slice.
-func (b *body) bytes() []byte {
-	switch len(b.pieces) {
-	case 0:
+// Bytes is the body, in one slice, valid until Release.
+func (b *Body) Bytes() []byte {
+	switch {
+	case b.whole != nil:
+		return b.whole
+	case len(b.pieces) == 0:
 		return nil
-	case 1:
+	case len(b.pieces) == 1:
 		return b.pieces[0][:b.n]
+	case b.joined != nil:
+		return b.joined
 	}
 	b.joined = make([]byte, 0, b.n)
 	for i, p := range b.pieces {
@@ -227,11 +232,12 @@ func (b *body) bytes() []byte {
 	return b.joined
 }
 
-func (b *body) release() {
+// Release gives the body's memory back, for another request's body.
+func (b *Body) Release() {
 	for i, p := range b.pieces {
 		pieces.Put(p)
 		b.pieces[i] = nil
 	}
-	b.pieces, b.n, b.joined = b.pieces[:0], 0, nil
+	b.pieces, b.n, b.joined, b.whole = b.pieces[:0], 0, nil, nil
 	bodies.Put(b)
 }
