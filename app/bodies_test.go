@@ -218,6 +218,8 @@ func TestNoKeyNoBodyRead(t *testing.T) {
 		"no key, chunked":           postHead("/graphql", "Transfer-Encoding: chunked") + fmt.Sprintf("%x\r\n%s\r\n0\r\n\r\n", len(inner), inner),
 		"a key, a route of no body": strings.Replace(postHead("/v1/ping", fmt.Sprintf("Content-Length: %d", len(inner)), svc.Header+": "+svc.Key), "POST", "PUT", 1) + inner,
 		"a key, the GraphiQL page":  strings.Replace(postHead("/graphql", fmt.Sprintf("Content-Length: %d", len(inner)), svc.Header+": "+svc.Key, "Accept: text/html"), "POST", "GET", 1) + inner,
+		"no key, a method unknown":  strings.Replace(postHead("/graphql", fmt.Sprintf("Content-Length: %d", len(inner))), "POST", "FOO", 1) + inner,
+		"a key, a method unknown":   strings.Replace(postHead("/graphql", fmt.Sprintf("Content-Length: %d", len(inner)), svc.Header+": "+svc.Key), "POST", "FOO", 1) + inner,
 		"a key, method refused":     strings.Replace(postHead("/graphql", fmt.Sprintf("Content-Length: %d", len(inner)), svc.Header+": "+svc.Key), "POST", "PUT", 1) + inner,
 	} {
 		c := dialService(t, svc, 5*time.Second)

@@ -21,10 +21,6 @@ import (
 
 func (s *Server) routes(limits config.Limits, security config.Security, db *database.DB, checker *auth.Checker, graphs GraphQLEndpoints, cache *answercache.Cache, streams *graphqlserver.Streams, export reports.ExportHandler) {
 	f, cfg := s.fiber, s.cfg
-	// Before all: a body over APP__MAX_BODY_BYTES is refused as fasthttp refused it before bodies
-	// were streamed (no middleware ran), and a connection whose request's body was not read to
-	// its end is closed after the answer.
-	f.Use(httpbridge.Bodies)
 	// First, so that everything after it (the access line too) has the request's trace.
 	f.Use(s.traceRequests(s.tracer))
 	if rp := string(cfg.RootPath); rp != "" {

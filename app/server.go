@@ -69,8 +69,10 @@ func NewServer(cfg config.App, limits config.Limits, security config.Security, l
 		DisablePreParseMultipartForm: true,
 	})
 	// A body over the limit (APP__MAX_BODY_BYTES), or without a valid key, is not read at all
-	// (httpbridge.Bodies answers the first, the routes' key check the second).
-	f.Server().HeaderReceived = httpbridge.HeaderReceived(f.Config().BodyLimit, checker.CarriesKey)
+	// (StreamBodies' middleware answers the first, as fasthttp did before any middleware ran;
+	// the routes' key check the second), and a connection whose request's body was not read to
+	// its end closes after the answer. Before any other middleware: its own comes first.
+	httpbridge.StreamBodies(f, checker.CarriesKey)
 	// Responses sent while shutting down say Connection: close, so a client does not send its
 	// next request on a connection that is about to close.
 	f.Server().CloseOnShutdown = true

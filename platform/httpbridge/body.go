@@ -26,14 +26,15 @@ import (
 //   - a body the handler did not read to its end stays on the connection, where fasthttp takes
 //     its bytes for the next request.
 //
-// So: HeaderReceived withholds, before fasthttp reads a byte of it, a body larger than the limit
-// and a body that comes without a valid key (fasthttp is told there is none); Bodies answers the
-// first with 413 and closes the connection of every request whose body was not read to its end;
-// and ReadBody reads a body as it arrives, within the limit and APP__READ_TIMEOUT (the read
-// deadline fasthttp set for the request, headers and body).
+// So StreamBodies sets the server up: before fasthttp reads a byte of a body, it withholds one
+// larger than the limit and one that comes without a valid key (fasthttp is told there is
+// none); it answers the first with 413, and closes the connection of every request whose body
+// was not read to its end, whatever answered it; and ReadBody reads a body as it arrives,
+// within the limit and APP__READ_TIMEOUT (the read deadline fasthttp set for the request,
+// headers and body).
 
-// withheldHeader marks a request whose body HeaderReceived withheld; its value says why. A
-// client's own header of that name is removed first, so only HeaderReceived sets it.
+// withheldHeader marks a request whose body headerReceived withheld; its value says why. A
+// client's own header of that name is removed first, so only headerReceived sets it.
 const withheldHeader = "X-Emsquery-Body-Withheld"
 
 const (
@@ -41,13 +42,23 @@ const (
 	withheldNoKey    = "no-key"
 )
 
-// HeaderReceived is fasthttp's Server.HeaderReceived for a server that streams request bodies
-// (StreamRequestBody) with limit as its body limit: called once a request's headers are read,
-// before any byte of its body, it withholds a body larger than limit (Bodies answers 413) and a
-// body whose request does not carry a valid key by hasKey (the route's key check answers 401):
-// either is answered at once, and neither is read. hasKey must not count a failure: the key check
-// does that when it refuses.
-func HeaderReceived(limit int, hasKey func(*fasthttp.RequestHeader) bool) func(*fasthttp.RequestHeader) fasthttp.RequestConfig {
+// StreamBodies sets up f, a Fiber app whose StreamRequestBody is on, to read request bodies as
+// they arrive, only once their key is checked (see above); hasKey says whether a request's
+// headers carry a valid key, without counting a failure (the route's key check counts it when
+// it refuses). Call it before any other middleware or route is added: its middleware, which
+// answers a body over the limit, must come first.
+func StreamBodies(f *fiber.App, hasKey func(*fasthttp.RequestHeader) bool) {
+	s := f.Server()
+	s.HeaderReceived = headerReceived(f.Config().BodyLimit, hasKey)
+	s.Handler = closeUnread(s.Handler)
+	f.Use(refuseTooLarge)
+}
+
+// headerReceived is fasthttp's Server.HeaderReceived: called once a request's headers are read,
+// before any byte of its body, it withholds a body larger than limit (refuseTooLarge answers
+// 413) and a body whose request carries no valid key (the route's key check answers 401):
+// either is answered at once, and neither is read.
+func headerReceived(limit int, hasKey func(*fasthttp.RequestHeader) bool) func(*fasthttp.RequestHeader) fasthttp.RequestConfig {
 	return func(h *fasthttp.RequestHeader) fasthttp.RequestConfig {
 		h.Del(withheldHeader)
 		n := h.ContentLength() // -1: chunked, -2: no body
@@ -73,33 +84,37 @@ func withhold(h *fasthttp.RequestHeader, why string) {
 	h.Del(fasthttp.HeaderExpect)
 }
 
+// bodyReadKey is the user value that tells a body read to its end (ReadBody).
 type bodyReadKey struct{}
 
-// Bodies is the middleware, to be the first of all, that answers a request whose body HeaderReceived
-// withheld as too large with 413 (the REST error body, as fasthttp's own refusal was), and makes
-// fasthttp close the connection of a request whose body is still on it: withheld, or not read to
-// its end by the handler (ReadBody was not called or failed). fasthttp would otherwise read the
-// rest of that body as the next request on the connection. The connection closes gracefully
-// (Lingering): the client reads the answer before the end of file.
-func Bodies(c *fiber.Ctx) error {
-	h := &c.Request().Header
-	if why := h.Peek(withheldHeader); len(why) > 0 {
-		c.Context().SetConnectionClose()
-		if string(why) == withheldTooLarge {
-			return fiber.ErrRequestEntityTooLarge
+// refuseTooLarge answers a request whose body headerReceived withheld as larger than the limit
+// with 413: the REST error body, as fasthttp's own refusal was before bodies were streamed.
+func refuseTooLarge(c *fiber.Ctx) error {
+	if string(c.Request().Header.Peek(withheldHeader)) == withheldTooLarge {
+		return fiber.ErrRequestEntityTooLarge
+	}
+	return c.Next()
+}
+
+// closeUnread runs the server's handler h, then makes fasthttp close the connection of a
+// request whose body is still on it: withheld, or not read to its end by whatever answered
+// (ReadBody was not called or failed, a route that takes no body, a refusal, Fiber's own answer
+// to a method it does not know). fasthttp would otherwise read the rest of that body as the next
+// request on the connection: a request smuggled past whatever saw one request there (a proxy).
+// The connection closes gracefully (Lingering): the client reads the answer before the end.
+func closeUnread(h fasthttp.RequestHandler) fasthttp.RequestHandler {
+	return func(ctx *fasthttp.RequestCtx) {
+		h(ctx)
+		n := ctx.Request.Header.ContentLength()
+		if (n > 0 || n == -1) && ctx.UserValue(bodyReadKey{}) == nil || len(ctx.Request.Header.Peek(withheldHeader)) > 0 {
+			ctx.SetConnectionClose()
 		}
-		return c.Next()
 	}
-	err := c.Next()
-	if n := h.ContentLength(); (n > 0 || n == -1) && c.Locals(bodyReadKey{}) == nil {
-		c.Context().SetConnectionClose()
-	}
-	return err
 }
 
 // DropBody tells that c's handler does not use the request's body, which is then not read: its
-// connection closes after the answer (Bodies). For a handler that would read it otherwise
-// (Fiber's net/http adaptor reads every request's body whole).
+// connection closes after the answer. For a handler that would read it otherwise (Fiber's
+// net/http adaptor reads every request's body whole).
 func DropBody(c *fiber.Ctx) {
 	if n := c.Request().Header.ContentLength(); n > 0 || n == -1 {
 		c.Context().SetConnectionClose()
@@ -107,7 +122,7 @@ func DropBody(c *fiber.Ctx) {
 	c.Request().ResetBody()
 }
 
-// ErrBodyWithheld is ReadBody's error for a body that HeaderReceived withheld because its
+// ErrBodyWithheld is ReadBody's error for a body that headerReceived withheld because its
 // request carried no valid key, where the key check let it through after all (the keys were
 // reloaded in between): the request has to be sent again.
 var ErrBodyWithheld = errors.New("the request's body was not read: its API key was not valid when its headers arrived; send the request again")

@@ -17,15 +17,14 @@ import (
 	"github.com/valyala/fasthttp"
 )
 
-// bodyServer serves, as the service does (bodies streamed, HeaderReceived, Bodies), one route
+// bodyServer serves, as the service does (bodies streamed, StreamBodies), one route
 // that answers the SHA-256 of the body ReadBody read, or ReadBody's error. A request carries a
 // key when it has an X-Key header. It returns the server's address.
 func bodyServer(t *testing.T, limit int) string {
 	t.Helper()
 	f := fiber.New(fiber.Config{DisableStartupMessage: true, BodyLimit: limit, StreamRequestBody: true, DisablePreParseMultipartForm: true,
 		ReadTimeout: 2 * time.Second})
-	f.Server().HeaderReceived = HeaderReceived(f.Config().BodyLimit, func(h *fasthttp.RequestHeader) bool { return len(h.Peek("X-Key")) > 0 })
-	f.Use(Bodies)
+	StreamBodies(f, func(h *fasthttp.RequestHeader) bool { return len(h.Peek("X-Key")) > 0 })
 	f.Post("/sum", func(c *fiber.Ctx) error {
 		if len(c.Request().Header.Peek("X-Key")) == 0 {
 			return c.Status(fiber.StatusUnauthorized).SendString("no key")
@@ -134,6 +133,8 @@ func TestReadBodyRefusals(t *testing.T) {
 		"no key, headers only":                   {"POST /sum HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n", 401},
 		"no key, a request as its body":          {fmt.Sprintf("POST /sum HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s", len(inner), inner), 401},
 		"no key, chunked":                        {fmt.Sprintf("POST /sum HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n", len(inner), inner), 401},
+		"a method Fiber does not know, no key":   {fmt.Sprintf("FOO /sum HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s", len(inner), inner), 400},
+		"a method Fiber does not know, a key":    {fmt.Sprintf("FOO /sum HTTP/1.1\r\nHost: x\r\nX-Key: k\r\nContent-Length: %d\r\n\r\n%s", len(inner), inner), 400},
 		"a header that says withheld":            {fmt.Sprintf("POST /sum HTTP/1.1\r\nHost: x\r\nX-Key: k\r\n%s: %s\r\nContent-Length: 3\r\n\r\nabc", withheldHeader, withheldTooLarge), 200},
 	} {
 		start := time.Now()

@@ -7,8 +7,8 @@
 //     it was sent whole (or cut);
 //   - Lingering closes connections gracefully, so a client still sending a body the server
 //     refused reads the answer instead of a reset;
-//   - HeaderReceived, Bodies and ReadBody read a request's body as it arrives, only once its
-//     key has been checked, and never take what is left of one for the next request (body.go).
+//   - StreamBodies and ReadBody read a request's body as it arrives, only once its key has
+//     been checked, and never take what is left of one for the next request (body.go).
 package httpbridge
 
 import (
