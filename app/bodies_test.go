@@ -41,7 +41,7 @@ func paddedQuery(size int) []byte {
 	return []byte(head + strings.Repeat("x", size-len(head)-len(tail)) + tail)
 }
 
-// dialService opens a connection to svc whose reads give up after timeout.
+// dialService opens a connection to svc whose reads and writes give up after timeout.
 func dialService(t *testing.T, svc *servicetest.Service, timeout time.Duration) net.Conn {
 	t.Helper()
 	c, err := net.DialTimeout("tcp", strings.TrimPrefix(svc.URL, "http://"), 5*time.Second)
@@ -53,7 +53,7 @@ func dialService(t *testing.T, svc *servicetest.Service, timeout time.Duration) 
 	return c
 }
 
-// reply reads one answer from r: status, headers and body.
+// readReply reads one answer from r: status, headers and body.
 func readReply(t *testing.T, r *bufio.Reader) (*http.Response, []byte) {
 	t.Helper()
 	resp, err := http.ReadResponse(r, nil)
@@ -71,7 +71,8 @@ func readReply(t *testing.T, r *bufio.Reader) (*http.Response, []byte) {
 // TestAnnouncedBodiesCostWhatArrives: 1,000 connections each announce a body of 1 MiB and send
 // 64 KiB of it; the service's resident memory grows by less than 200 MiB, with a valid key on
 // /graphql (the bodies are being read) and without (refused, not read). Before bodies were
-// streamed, each cost the whole announced MiB at once: 1,031 KiB of RSS per connection.
+// streamed, each allocated the whole announced MiB at once (up to 1,031 KiB of RSS per
+// connection). The figures are in docs/operations.md, "RSS per announced body".
 func TestAnnouncedBodiesCostWhatArrives(t *testing.T) {
 	const (
 		conns     = 1000
