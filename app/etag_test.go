@@ -2,6 +2,7 @@ package app_test
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/url"
 	"strings"
@@ -65,5 +66,41 @@ func TestETagRevalidation(t *testing.T) {
 	bad := gql(t, svc, "/graphql", `{ distinct_values(columns: ["nope"], start_date: "2024-01-01", end_date: "2024-12-31") { value } }`, nil)
 	if bad.header.Get("ETag") != "" || !strings.Contains(string(bad.body), `"errors"`) {
 		t.Errorf("an answer with errors: ETag %q: %.200s", bad.header.Get("ETag"), bad.body)
+	}
+}
+
+// If-None-Match: * asks, on a GET, whether the client holds any current answer (304, as a
+// matching ETag does); on a POST it is no revalidation (RFC 9110: a failed condition there is
+// never 304), so the query is answered as without the header: 200, the data, its ETag.
+func TestIfNoneMatchStarOnPost(t *testing.T) {
+	db := servicetest.FixtureDB(t)
+	svc := servicetest.Start(t, db, map[string]string{"CACHE__MAX_STALENESS": "3600"})
+	waitCacheLive(t, svc)
+	want := expectedCount(t, db)
+	const q = `{ records_count { count } }`
+	body := `{"query":"` + q + `"}`
+	tag := gql(t, svc, "/graphql", q, nil).header.Get("ETag")
+	if tag == "" {
+		t.Fatal("the answer has no ETag")
+	}
+	for _, inm := range []string{"*", `"other", *`, `W/"other" , *`} {
+		a := postRaw(t, svc, "/graphql", body, map[string]string{"If-None-Match": inm})
+		var d struct {
+			Data struct {
+				RecordsCount struct{ Count int64 } `json:"records_count"`
+			}
+		}
+		if a.status != http.StatusOK || json.Unmarshal(a.body, &d) != nil || d.Data.RecordsCount.Count != want || a.header.Get("ETag") != tag {
+			t.Errorf("POST with If-None-Match %s: HTTP %d, ETag %q: %.300s; want 200 with the count %d and ETag %s", inm, a.status, a.header.Get("ETag"), a.body, want, tag)
+		}
+	}
+	// A POST naming the ETag is still a revalidation.
+	if a := postRaw(t, svc, "/graphql", body, map[string]string{"If-None-Match": tag}); a.status != http.StatusNotModified {
+		t.Errorf("POST with If-None-Match %s: HTTP %d, want 304", tag, a.status)
+	}
+	// A GET's * matches the current answer, as before.
+	resp, raw := svc.Get(t, "/graphql?"+url.Values{"query": {q}}.Encode(), map[string]string{svc.Header: svc.Key, "If-None-Match": "*"})
+	if resp.StatusCode != http.StatusNotModified || len(raw) != 0 {
+		t.Errorf("GET with If-None-Match *: HTTP %d, %d bytes; want 304, none", resp.StatusCode, len(raw))
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/gofiber/fiber/v2/middleware/adaptor"
 
 	"github.com/emsanalytics/emsquery/platform/graphiql"
+	"github.com/emsanalytics/emsquery/platform/httpbridge"
 )
 
 // graphiQLAssets is where the GraphiQL page's scripts and styles are served, without a key.
@@ -44,6 +45,8 @@ func (s *Server) mountGraphQL(path, keyHeader string, handlers []fiber.Handler) 
 	})
 	s.fiber.Get(path, func(c *fiber.Ctx) error {
 		if wantsPage(c) {
+			// The net/http adaptor would read a body the page does not use, whole.
+			httpbridge.DropBody(c)
 			return page(c)
 		}
 		return c.Next()

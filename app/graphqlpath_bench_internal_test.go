@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/valyala/fasthttp"
 
 	"github.com/emsanalytics/emsquery/app/gqlpublic"
 	"github.com/emsanalytics/emsquery/internal/dbtest"
@@ -47,7 +48,8 @@ func benchServer(b *testing.B, es *gqlpublic.Config) string {
 	limits := testLimits
 	limits.RequestTimeout = config.Seconds(30 * time.Second)
 	o := graphQLOptions("/graphql", limits, nil, nil, slog.New(slog.NewTextHandler(io.Discard, nil)), nil, nil)
-	f := fiber.New(fiber.Config{DisableStartupMessage: true, WriteBufferSize: writeBufferSize})
+	f := fiber.New(fiber.Config{DisableStartupMessage: true, WriteBufferSize: writeBufferSize, StreamRequestBody: true, DisablePreParseMultipartForm: true})
+	httpbridge.StreamBodies(f, func(*fasthttp.RequestHeader) bool { return true })
 	f.All("/graphql", graphqlserver.New(gqlpublic.NewExecutableSchema(*es), o).Handlers(func(c *fiber.Ctx) error { return c.Next() })...)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

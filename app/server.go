@@ -67,7 +67,18 @@ func NewServer(cfg config.App, limits config.Limits, security config.Security, l
 		// Proxies in front may keep connections open; idle ones are closed after this.
 		IdleTimeout:     cfg.IdleTimeout.Duration(),
 		WriteBufferSize: writeBufferSize,
+		// Bodies are read as they arrive, by the handlers that take one (httpbridge.ReadBody),
+		// after the key check: fasthttp would otherwise allocate each announced Content-Length
+		// before any handler runs, for anyone (see platform/httpbridge/body.go).
+		StreamRequestBody: true,
+		// No route takes a form: fasthttp would read a multipart body whole before the handler.
+		DisablePreParseMultipartForm: true,
 	})
+	// A body over the limit (APP__MAX_BODY_BYTES), or without a valid key, is not read at all
+	// (StreamBodies' middleware answers the first, as fasthttp did before any middleware ran;
+	// the routes' key check the second), and a connection whose request's body was not read to
+	// its end closes after the answer. Before any other middleware: its own comes first.
+	httpbridge.StreamBodies(f, checker.CarriesKey)
 	// Responses sent while shutting down say Connection: close, so a client does not send its
 	// next request on a connection that is about to close.
 	f.Server().CloseOnShutdown = true

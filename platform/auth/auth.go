@@ -6,6 +6,7 @@
 package auth
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"crypto/subtle"
 	"fmt"
@@ -19,6 +20,7 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/valyala/fasthttp"
 	"go.opentelemetry.io/otel/metric"
 	"golang.org/x/time/rate"
 
@@ -66,7 +68,10 @@ func (s *keySet) find(presented string) *key {
 	if presented == "" {
 		return nil
 	}
-	d := sha256.Sum256([]byte(presented))
+	return s.findDigest(sha256.Sum256([]byte(presented)))
+}
+
+func (s *keySet) findDigest(d [sha256.Size]byte) *key {
 	found := -1
 	for i := range s.keys {
 		found = subtle.ConstantTimeSelect(subtle.ConstantTimeCompare(d[:], s.keys[i].digest[:]), i, found)
@@ -177,6 +182,23 @@ func (c *Checker) presented(ctx *fiber.Ctx) string {
 		}
 	}
 	return v
+}
+
+// CarriesKey says whether the request headers h carry a valid key, of any scope, in the
+// configured header. It is asked before any of the request's body is read (a body that comes
+// without a valid key is not read at all: platform/httpbridge's HeaderReceived), so it counts no
+// failure and checks no address: the key check of the route (Require) does both, and refuses.
+func (c *Checker) CarriesKey(h *fasthttp.RequestHeader) bool {
+	v := h.Peek(c.header)
+	if c.bearerOK {
+		if scheme, rest, ok := bytes.Cut(v, []byte(" ")); ok && bytes.EqualFold(scheme, []byte("Bearer")) {
+			v = bytes.TrimSpace(rest)
+		}
+	}
+	if len(v) == 0 {
+		return false
+	}
+	return c.keys.Load().findDigest(sha256.Sum256(v)) != nil
 }
 
 // Refusal is an answer to a request the checker does not let through: 401 UNAUTHENTICATED,

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/valyala/fasthttp"
 )
 
 func hexDigest(s string) string {
@@ -126,5 +128,39 @@ func TestReloadKeepsInFlight(t *testing.T) {
 	}
 	if _, _, changed := diff(first, second); len(changed) != 1 {
 		t.Errorf("a new max_in_flight is not a change: %v", changed)
+	}
+}
+
+// CarriesKey, asked before a body is read, agrees with the key check on what a valid key is
+// (the configured header, "Bearer" with Authorization), and counts no failure.
+func TestCarriesKey(t *testing.T) {
+	for _, tc := range []struct {
+		header, value string
+		configured    string
+		want          bool
+	}{
+		{"x-api-key", "the-key", "x-api-key", true},
+		{"X-Api-Key", "the-key", "x-api-key", true},
+		{"x-api-key", "another", "x-api-key", false},
+		{"x-api-key", "", "x-api-key", false},
+		{"other", "the-key", "x-api-key", false},
+		{"Authorization", "Bearer the-key", "Authorization", true},
+		{"Authorization", "bearer  the-key", "Authorization", true},
+		{"Authorization", "the-key", "Authorization", true},
+		{"Authorization", "Bearer another", "Authorization", false},
+		{"Authorization", "Bearer the-key", "x-api-key", false},
+	} {
+		c := &Checker{header: tc.configured, bearerOK: strings.EqualFold(tc.configured, "Authorization"), failures: newFailureLimiter(1, nil)}
+		c.keys.Store(&keySet{keys: []key{{name: DefaultKeyName, digest: sha256.Sum256([]byte("the-key"))}}})
+		var h fasthttp.RequestHeader
+		if tc.value != "" {
+			h.Set(tc.header, tc.value)
+		}
+		if got := c.CarriesKey(&h); got != tc.want {
+			t.Errorf("%s: %q with %s configured: %v, want %v", tc.header, tc.value, tc.configured, got, tc.want)
+		}
+		if len(c.failures.counts) != 0 {
+			t.Errorf("%s: %q counted a failure", tc.header, tc.value)
+		}
 	}
 }

@@ -69,8 +69,11 @@ func cacheStatus(c *fiber.Ctx) error {
 }
 
 func (e *Endpoint) serve(c *fiber.Ctx) error {
-	r := readRequest(c)
-	if r == nil || e.subscribe(c, r) {
+	r, err := readRequest(c)
+	if r == nil || err != nil {
+		return err
+	}
+	if e.subscribe(c, r) {
 		return nil
 	}
 	if events, json := acceptsEvents(r.accept); !r.get && events && !json {
@@ -85,7 +88,7 @@ func (e *Endpoint) serve(c *fiber.Ctx) error {
 	if cacheable {
 		key = r.key(e.route)
 		tag = etag(key, version)
-		if r.ifNoneMatch != "" && matches(r.ifNoneMatch, tag) {
+		if r.ifNoneMatch != "" && matches(r.ifNoneMatch, tag, r.get) {
 			// The client holds this question's answer of this data version (an ETag goes only
 			// on an answer without errors), whether or not this replica still keeps it.
 			e.cache.Count(c.UserContext(), e.route, answercache.Hit)
@@ -254,11 +257,14 @@ func etag(k answercache.Key, v answercache.Version) string {
 	return `"` + hex.EncodeToString(sum[:16]) + `"`
 }
 
-// matches says whether an If-None-Match header names tag (or is *).
-func matches(ifNoneMatch, tag string) bool {
+// matches says whether an If-None-Match header names tag, or, for a GET, is * (any current
+// answer). A POST's * is not a revalidation: it asks that the request act only where nothing
+// exists yet (RFC 9110 13.1.2), and a POST's failed condition would be 412, never 304; a query
+// sent by POST is answered as if the header were absent.
+func matches(ifNoneMatch, tag string, get bool) bool {
 	for _, t := range strings.Split(ifNoneMatch, ",") {
 		t = strings.TrimSpace(t)
-		if t == "*" || strings.TrimPrefix(t, "W/") == tag {
+		if (t == "*" && get) || strings.TrimPrefix(t, "W/") == tag {
 			return true
 		}
 	}

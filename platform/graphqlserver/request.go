@@ -17,6 +17,7 @@ import (
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"github.com/emsanalytics/emsquery/platform/apierr"
+	"github.com/emsanalytics/emsquery/platform/httpbridge"
 )
 
 // request is a GraphQL request as read, once, from the HTTP request: the parameters gqlgen
@@ -53,8 +54,11 @@ type prepared struct {
 // is not application/json or whose body is compressed (415), an empty body, a body that is not
 // one JSON object with the GraphQL-over-HTTP parameters of the right JSON types, or a GET with
 // parameters that do not decode (400). Each gets a GraphQL errors body with BAD_USER_INPUT and
-// a message that says what to send instead, never a copy of what was sent.
-func readRequest(c *fiber.Ctx) *request {
+// a message that says what to send instead, never a copy of what was sent. A body that cannot
+// be read (over APP__MAX_BODY_BYTES, not whole within APP__READ_TIMEOUT, cut) is not answered
+// here: its error (a *fiber.Error) is returned, for the server's error handler, which answers
+// as it does when the HTTP layer itself refuses a request.
+func readRequest(c *fiber.Ctx) (*request, error) {
 	start := time.Now()
 	var (
 		r   *request
@@ -69,22 +73,30 @@ func readRequest(c *fiber.Ctx) *request {
 		c.Set(fiber.HeaderAllow, "GET, POST")
 		refuse(c, fiber.StatusMethodNotAllowed,
 			"method %s is not allowed on a GraphQL path: send the query with POST (Content-Type: application/json) or GET", c.Method())
-		return nil
+		return nil, nil
 	}
 	if err != nil {
-		var ref *refusalError
-		if errors.As(err, &ref) {
+		var (
+			ref *refusalError
+			fe  *fiber.Error
+		)
+		switch {
+		case errors.As(err, &fe):
+			return nil, fe
+		case errors.Is(err, httpbridge.ErrBodyWithheld):
+			refuseWith(c, fiber.StatusUnauthorized, apierr.Unauthenticated, err.Error())
+		case errors.As(err, &ref):
 			refuse(c, ref.status, "%s", ref.msg)
-		} else {
+		default:
 			refuse(c, fiber.StatusBadRequest, "%s", err.Error())
 		}
-		return nil
+		return nil, nil
 	}
 	r.readStart = start
 	r.accept = c.Get(fiber.HeaderAccept)
 	r.ifNoneMatch = c.Get(fiber.HeaderIfNoneMatch)
 	r.contentType = responseContentType(r.accept)
-	return r
+	return r, nil
 }
 
 // refusalError is a request refused with a status of its own.
@@ -108,8 +120,14 @@ func readPost(c *fiber.Ctx) (*request, error) {
 	if enc := c.Get(fiber.HeaderContentEncoding); enc != "" && !strings.EqualFold(enc, "identity") {
 		return nil, &refusalError{fiber.StatusUnsupportedMediaType, fmt.Sprintf("Content-Encoding %q is not supported: send the body uncompressed", shortText(enc))}
 	}
-	// The body as received: Fiber's c.Body() would decompress it, without a bound.
-	p, err := decodeGraphQLBody(c.Request().Body())
+	// The body as received (Fiber's c.Body() would decompress it, without a bound), read as it
+	// arrives. decodeGraphQLBody keeps no reference to it.
+	body, err := httpbridge.ReadBody(c)
+	if err != nil {
+		return nil, err
+	}
+	p, err := decodeGraphQLBody(body.Bytes())
+	body.Release()
 	if err != nil {
 		return nil, err
 	}

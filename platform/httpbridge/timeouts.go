@@ -6,7 +6,9 @@
 //   - SendStream sends a body written while it is sent, and AfterBody tells the middleware when
 //     it was sent whole (or cut);
 //   - Lingering closes connections gracefully, so a client still sending a body the server
-//     refused reads the answer instead of a reset.
+//     refused reads the answer instead of a reset;
+//   - StreamBodies and ReadBody read a request's body as it arrives, only once its key has
+//     been checked, and never take what is left of one for the next request (body.go).
 package httpbridge
 
 import (
