@@ -130,7 +130,18 @@ func initService(cfg *config.Config, svc telemetry.Service) (*app.Server, func()
 	exporter, cleanup8 := reports.NewExporter(db, logger, statsLimits)
 	exportSlots := reports.NewExportSlots(limits, configDatabase, streamedAnswers, logger)
 	exportHandler := reports.NewExportHandler(exporter, exportSlots, logger)
-	server := app.NewServer(configApp, limits, security, logger, db, checker, graphQLEndpoints, answercacheCache, streams, streamedAnswers, meterProvider, tracerProvider, exportHandler)
+	server, err := app.NewServer(configApp, limits, security, logger, db, checker, graphQLEndpoints, answercacheCache, streams, streamedAnswers, meterProvider, tracerProvider, exportHandler)
+	if err != nil {
+		cleanup8()
+		cleanup7()
+		cleanup6()
+		cleanup5()
+		cleanup4()
+		cleanup3()
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
 	return server, func() {
 		cleanup8()
 		cleanup7()

@@ -622,8 +622,15 @@ func TestAuthFailuresPerMinute(t *testing.T) {
 	servicetest.WaitFor(t, 5*time.Second, "the refusal warning", func() bool {
 		return strings.Contains(svc.Output(), "AUTHENTICATION__FAILURES_PER_MINUTE")
 	})
-	if strings.Contains(svc.Output(), guesser) || strings.Contains(svc.Output(), wrong[svc.Header]) {
-		t.Error("the log names the refused address or the wrong key")
+	// The access lines name each request's client (client_address); the throttle's warning,
+	// written once for many addresses, names none, and no line has the wrong key.
+	for _, line := range strings.Split(svc.Output(), "\n") {
+		if strings.Contains(line, "AUTHENTICATION__FAILURES_PER_MINUTE") && strings.Contains(line, guesser) {
+			t.Errorf("the throttle's warning names the refused address: %s", line)
+		}
+	}
+	if strings.Contains(svc.Output(), wrong[svc.Header]) {
+		t.Error("the log has the wrong key")
 	}
 }
 
@@ -824,4 +831,68 @@ func TestKeysFileReloadFailure(t *testing.T) {
 	if v := scrapeValue(t, target, metric); v != 1 {
 		t.Errorf("%s = %v after one failure and a good reload, want 1", metric, v)
 	}
+}
+
+// TestTrustedProxies: behind a trusted proxy (APP__TRUSTED_PROXIES) the failed-key throttle
+// counts the client the proxy names, not the proxy, so one guesser behind an ingress does not
+// lock out everyone behind it; from any other peer the forwarding headers are ignored, so a
+// client cannot pick the address it is counted as. The access line names the client.
+func TestTrustedProxies(t *testing.T) {
+	const limit = 3
+	db := servicetest.FixtureDB(t)
+	svc := servicetest.Start(t, db, map[string]string{
+		"AUTHENTICATION__FAILURES_PER_MINUTE": strconv.Itoa(limit),
+		"APP__TRUSTED_PROXIES":                `["127.0.0.6", "10.0.0.0/8"]`,
+	})
+	query := `{"query":"{ records_count { count } }"}`
+	wrong := func(forwarded map[string]string) map[string]string {
+		h := map[string]string{svc.Header: servicetest.RandomKey()}
+		for k, v := range forwarded {
+			h[k] = v
+		}
+		return h
+	}
+	good := func(forwarded map[string]string) map[string]string {
+		h := map[string]string{svc.Header: svc.Key}
+		for k, v := range forwarded {
+			h[k] = v
+		}
+		return h
+	}
+	const proxy, stranger = "127.0.0.6", "127.0.0.7"
+	guesser := map[string]string{"X-Forwarded-For": "192.0.2.66, 10.1.1.1"} // through two proxies
+	for i := range limit {
+		if resp, body := requestFrom(t, svc, proxy, http.MethodPost, "/graphql", wrong(guesser), query); resp.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("the guesser's failure %d: %d %s", i+1, resp.StatusCode, body)
+		}
+	}
+	if resp, _ := requestFrom(t, svc, proxy, http.MethodPost, "/graphql", good(guesser), query); resp.StatusCode != http.StatusTooManyRequests {
+		t.Errorf("the guesser past the limit: %d, want 429", resp.StatusCode)
+	}
+	// Another client behind the same proxy, named by X-Forwarded-For or Forwarded, is served.
+	for _, h := range []map[string]string{
+		{"X-Forwarded-For": "192.0.2.77"},
+		{"Forwarded": `for="192.0.2.78:4711";proto=http`},
+		{"X-Forwarded-For": "192.0.2.66, 192.0.2.79"}, // the guesser's claim to the left is not believed
+	} {
+		if resp, body := requestFrom(t, svc, proxy, http.MethodPost, "/graphql", good(h), query); resp.StatusCode != http.StatusOK {
+			t.Errorf("another client behind the proxy %v: %d %s", h, resp.StatusCode, body)
+		}
+	}
+	// From a peer that is not trusted, the headers are ignored: its own address is counted,
+	// whatever client it claims to forward for.
+	for i := range limit {
+		claim := map[string]string{"X-Forwarded-For": fmt.Sprintf("198.51.100.%d", i+1)}
+		if resp, body := requestFrom(t, svc, stranger, http.MethodPost, "/graphql", wrong(claim), query); resp.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("the stranger's failure %d: %d %s", i+1, resp.StatusCode, body)
+		}
+	}
+	if resp, _ := requestFrom(t, svc, stranger, http.MethodPost, "/graphql", good(map[string]string{"X-Forwarded-For": "198.51.100.99"}), query); resp.StatusCode != http.StatusTooManyRequests {
+		t.Errorf("the stranger past the limit with a new claimed address: %d, want 429", resp.StatusCode)
+	}
+	servicetest.WaitFor(t, 5*time.Second, "access lines naming the clients", func() bool {
+		out := svc.Output()
+		return strings.Contains(out, "client_address=192.0.2.77") && strings.Contains(out, "client_address=192.0.2.78") &&
+			strings.Contains(out, "client_address=127.0.0.7") && !strings.Contains(out, "client_address=198.51.100.")
+	})
 }

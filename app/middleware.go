@@ -3,12 +3,14 @@ package app
 import (
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"strings"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/emsanalytics/emsquery/platform/auth"
+	"github.com/emsanalytics/emsquery/platform/clientaddr"
 	"github.com/emsanalytics/emsquery/platform/httpbridge"
 	"github.com/emsanalytics/emsquery/platform/requestctx"
 )
@@ -53,6 +55,19 @@ func saneRequestID(c *fiber.Ctx) error {
 
 // requestContext puts the request id into the request's context.Context, which resolvers and
 // repositories receive and loggers read.
+// clientAddress puts the request's client address in its context: the peer's, or the one a
+// trusted proxy names (platform/clientaddr), for the failed-key throttle, the access line and
+// the trace.
+func clientAddress(r *clientaddr.Resolver) fiber.Handler {
+	return func(c *fiber.Ctx) error {
+		peer, _ := netip.AddrFromSlice(c.Context().RemoteIP())
+		h := &c.Request().Header
+		addr := r.Of(peer, h.PeekAll(fiber.HeaderXForwardedFor), h.PeekAll("Forwarded"))
+		c.SetUserContext(requestctx.WithClientAddress(c.UserContext(), addr))
+		return c.Next()
+	}
+}
+
 func requestContext(c *fiber.Ctx) error {
 	id, _ := c.Locals("requestid").(string)
 	c.SetUserContext(requestctx.WithRequestID(c.UserContext(), id))
@@ -90,6 +105,7 @@ func accessLog(log *slog.Logger) fiber.Handler {
 		}
 		// Copies: fasthttp reuses the request's buffers once it is answered.
 		method, path, name := strings.Clone(c.Method()), strings.Clone(path), auth.KeyName(c)
+		client, _ := requestctx.ClientAddress(ctx)
 		// The line is written when the answer's last byte went out: a streamed answer's size
 		// and duration are known only then (and it may be cut: cut=true, the reason).
 		httpbridge.AfterBody(c, func(size int64, serr error) {
@@ -99,6 +115,9 @@ func accessLog(log *slog.Logger) fiber.Handler {
 			r := slog.NewRecord(time.Now(), level, "request", 0)
 			r.AddAttrs(slog.String("method", method), slog.String("path", path), slog.Int("status", status),
 				slog.Int64("size", size), slog.Float64("duration_ms", float64(time.Since(start).Microseconds())/1000))
+			if client.IsValid() {
+				r.AddAttrs(slog.String("client_address", client.String()))
+			}
 			if name != "" {
 				r.AddAttrs(slog.String("key_name", name))
 			}

@@ -22,7 +22,9 @@ import (
 
 func (s *Server) routes(limits config.Limits, security config.Security, db *database.DB, checker *auth.Checker, graphs GraphQLEndpoints, cache *answercache.Cache, streams *graphqlserver.Streams, streamed keyslots.StreamedAnswers, export reports.ExportHandler) {
 	f, cfg := s.fiber, s.cfg
-	// First, so that everything after it (the access line too) has the request's trace.
+	// First the client's address, then the trace, so that everything after it (the access line
+	// too) has both.
+	f.Use(clientAddress(s.clients))
 	f.Use(s.traceRequests(s.tracer))
 	if rp := string(cfg.RootPath); rp != "" {
 		f.Use(stripRootPath(rp))

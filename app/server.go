@@ -23,6 +23,7 @@ import (
 	"github.com/emsanalytics/emsquery/platform/answercache"
 	"github.com/emsanalytics/emsquery/platform/apierr"
 	"github.com/emsanalytics/emsquery/platform/auth"
+	"github.com/emsanalytics/emsquery/platform/clientaddr"
 	"github.com/emsanalytics/emsquery/platform/config"
 	"github.com/emsanalytics/emsquery/platform/connlimit"
 	"github.com/emsanalytics/emsquery/platform/database"
@@ -39,6 +40,8 @@ type Server struct {
 	metrics *serviceMetrics
 	tracer  trace.TracerProvider
 	streams *graphqlserver.Streams
+	// clients tells a request's client address (APP__TRUSTED_PROXIES).
+	clients *clientaddr.Resolver
 	// draining is set on SIGTERM for APP__SHUTDOWN_DELAY: healthz answers 503 while every
 	// route still serves.
 	draining atomic.Bool
@@ -53,7 +56,7 @@ const writeBufferSize = 64 << 10
 
 // NewServer builds the Fiber app with every route of the service. cache keeps the GraphQL
 // endpoints' answers (nil: caching off).
-func NewServer(cfg config.App, limits config.Limits, security config.Security, log *slog.Logger, db *database.DB, checker *auth.Checker, graphs GraphQLEndpoints, cache *answercache.Cache, streams *graphqlserver.Streams, streamed keyslots.StreamedAnswers, mp metric.MeterProvider, tp trace.TracerProvider, export reports.ExportHandler) *Server {
+func NewServer(cfg config.App, limits config.Limits, security config.Security, log *slog.Logger, db *database.DB, checker *auth.Checker, graphs GraphQLEndpoints, cache *answercache.Cache, streams *graphqlserver.Streams, streamed keyslots.StreamedAnswers, mp metric.MeterProvider, tp trace.TracerProvider, export reports.ExportHandler) (*Server, error) {
 	f := fiber.New(fiber.Config{
 		AppName:               "emsquery",
 		DisableStartupMessage: true,
@@ -82,9 +85,14 @@ func NewServer(cfg config.App, limits config.Limits, security config.Security, l
 	// Responses sent while shutting down say Connection: close, so a client does not send its
 	// next request on a connection that is about to close.
 	f.Server().CloseOnShutdown = true
-	s := &Server{fiber: f, cfg: cfg, log: log, metrics: newServiceMetrics(mp, log), tracer: tp, streams: streams}
+	// config.Load refused a value clientaddr would.
+	clients, err := clientaddr.New(cfg.TrustedProxies)
+	if err != nil {
+		return nil, fmt.Errorf("APP__TRUSTED_PROXIES: %w", err)
+	}
+	s := &Server{fiber: f, cfg: cfg, log: log, metrics: newServiceMetrics(mp, log), tracer: tp, streams: streams, clients: clients}
 	s.routes(limits, security, db, checker, graphs, cache, streams, streamed, export)
-	return s
+	return s, nil
 }
 
 // Run serves until ctx is cancelled, then, for APP__SHUTDOWN_DELAY, serves on with healthz

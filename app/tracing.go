@@ -14,6 +14,7 @@ import (
 
 	"github.com/emsanalytics/emsquery/platform/auth"
 	"github.com/emsanalytics/emsquery/platform/httpbridge"
+	"github.com/emsanalytics/emsquery/platform/requestctx"
 	"github.com/emsanalytics/emsquery/platform/tracing"
 )
 
@@ -106,7 +107,11 @@ func requestAttributes(c *fiber.Ctx, method string) []attribute.KeyValue {
 	}
 	if addr, ok := c.Context().RemoteAddr().(*net.TCPAddr); ok {
 		ip := addr.IP.String()
-		attrs = append(attrs, semconv.ClientAddress(ip), semconv.NetworkPeerAddress(ip), semconv.NetworkPeerPort(addr.Port))
+		client := ip
+		if a, ok := requestctx.ClientAddress(c.UserContext()); ok {
+			client = a.String() // behind a trusted proxy, the client it names
+		}
+		attrs = append(attrs, semconv.ClientAddress(client), semconv.NetworkPeerAddress(ip), semconv.NetworkPeerPort(addr.Port))
 	}
 	if ua := c.Request().Header.UserAgent(); len(ua) > 0 {
 		attrs = append(attrs, semconv.UserAgentOriginal(string(ua)))

@@ -325,8 +325,12 @@ func (c *Checker) Valid(ctx *fiber.Ctx) bool {
 	return true
 }
 
-// remoteIP is the address of the connection's peer: never a header a client can write.
+// remoteIP is the request's client address: the connection's peer, or the client a trusted
+// proxy names (APP__TRUSTED_PROXIES), never a header anyone else can write.
 func remoteIP(ctx *fiber.Ctx) netip.Addr {
+	if addr, ok := requestctx.ClientAddress(ctx.UserContext()); ok {
+		return addr
+	}
 	ip, _ := netip.AddrFromSlice(ctx.Context().RemoteIP())
 	return ip.Unmap()
 }

@@ -98,6 +98,9 @@ type App struct {
 	HealthChecksEnabled Switch   `env:"APP__HEALTH_CHECKS_ENABLED" env-default:"true"`
 	MaxBodyBytes        Bytes    `env:"APP__MAX_BODY_BYTES" env-default:"1048576"`
 	ShutdownTimeout     Seconds  `env:"APP__SHUTDOWN_TIMEOUT" env-default:"30"`
+	// TrustedProxies are the proxies (addresses or CIDR prefixes) whose X-Forwarded-For or
+	// Forwarded names the client: per-address limits and the access log count that client.
+	TrustedProxies Proxies `env:"APP__TRUSTED_PROXIES" env-default:"[]"`
 	// ShutdownDelay is how long the service serves on after SIGTERM with /v1/healthz answering
 	// 503, before the graceful shutdown: the time a load balancer takes to stop sending.
 	ShutdownDelay Delay `env:"APP__SHUTDOWN_DELAY" env-default:"0"`

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
@@ -234,6 +235,26 @@ func (o *Origins) SetValue(s string) error {
 		}
 	}
 	*o = list
+	return nil
+}
+
+// Proxies is a JSON list of addresses or CIDR prefixes.
+type Proxies []string
+
+func (p *Proxies) SetValue(s string) error {
+	var list []string
+	if err := json.Unmarshal([]byte(s), &list); err != nil {
+		return fmt.Errorf("%q is not a JSON list of addresses or CIDR prefixes, e.g. [\"10.0.0.0/8\"]", s)
+	}
+	for _, v := range list {
+		if _, err := netip.ParsePrefix(strings.TrimSpace(v)); err == nil {
+			continue
+		}
+		if _, err := netip.ParseAddr(strings.TrimSpace(v)); err != nil {
+			return fmt.Errorf("%q is not an address or a CIDR prefix in %s", v, s)
+		}
+	}
+	*p = list
 	return nil
 }
 

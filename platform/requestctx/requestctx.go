@@ -4,7 +4,10 @@
 // connections fairly between keys without knowing of HTTP or keys.
 package requestctx
 
-import "context"
+import (
+	"context"
+	"net/netip"
+)
 
 type requestIDKey struct{}
 
@@ -57,4 +60,18 @@ func WithGrant(ctx context.Context, g Grant) context.Context {
 func GrantOf(ctx context.Context) Grant {
 	g, _ := ctx.Value(grantKey{}).(Grant)
 	return g
+}
+
+type clientAddressKey struct{}
+
+// WithClientAddress returns ctx carrying the request's client address: its connection's peer,
+// or the client a trusted proxy names (platform/clientaddr).
+func WithClientAddress(ctx context.Context, addr netip.Addr) context.Context {
+	return context.WithValue(ctx, clientAddressKey{}, addr)
+}
+
+// ClientAddress returns the client address carried by ctx; not ok when none is.
+func ClientAddress(ctx context.Context) (netip.Addr, bool) {
+	addr, ok := ctx.Value(clientAddressKey{}).(netip.Addr)
+	return addr, ok
 }
