@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -14,6 +15,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -27,8 +29,10 @@ import (
 // TestAlertsAndDashboard: `promtool check rules` accepts deploy/prometheus/alerts.yaml, and every
 // metric that it or deploy/grafana/emsquery.json names is on a running service's /metrics after
 // a few requests of each kind (answered, from memory, refused for the key, rate-limited, a bad
-// query, a NOTIFY, a keys file that does not parse), with every label either file selects or
-// groups by. `up`, and the instance and job labels, are Prometheus's own.
+// query, a live answer, a NOTIFY, a request that finds no pool connection in time, a keys file
+// that does not parse), with every label either file selects or groups by (the dashboard's
+// instance list included: target_info's service_name). `up`, and the instance and job labels,
+// are Prometheus's own.
 func TestAlertsAndDashboard(t *testing.T) {
 	t.Parallel()
 	root := deploytest.Root()
@@ -55,6 +59,10 @@ func TestAlertsAndDashboard(t *testing.T) {
 		"AUTHENTICATION__API_KEYS_FILE":          keysFile,
 		"AUTHENTICATION__API_KEYS_POLL_INTERVAL": "1",
 		"CACHE__MAX_STALENESS":                   "60",
+		// One connection, and a second's wait for it: a pool timeout is easy to cause (below).
+		"DATABASE__POOL_SIZE":    "1",
+		"DATABASE__MAX_OVERFLOW": "0",
+		"DATABASE__POOL_TIMEOUT": "1",
 	})
 	const q = `{ records_count { count } }`
 	// Computed, then from memory; until the cache has read the data version once, answers
@@ -77,6 +85,7 @@ func TestAlertsAndDashboard(t *testing.T) {
 	}
 	// A live answer: its first event, then the client leaves.
 	liveAnswer(t, svc)
+	poolTimeout(t, svc, db)
 	if _, err := db.Pool(t).Exec(context.Background(), "NOTIFY emsquery_refresh"); err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +96,8 @@ func TestAlertsAndDashboard(t *testing.T) {
 	var labels map[string]map[string]bool
 	servicetest.WaitFor(t, 10*time.Second, "the invalidation and the reload failure on /metrics", func() bool {
 		labels = scrape(t, metricsURL)
-		return labels["emsquery_cache_invalidations_total"] != nil && labels["emsquery_auth_keys_reload_failures_total"] != nil
+		return labels["emsquery_cache_invalidations_total"] != nil && labels["emsquery_auth_keys_reload_failures_total"] != nil &&
+			labels["db_client_connection_timeouts_total"] != nil
 	})
 
 	target := map[string]bool{"instance": true, "job": true}
@@ -200,7 +210,8 @@ func alertExprs(t *testing.T, path string) []string {
 		}
 	}
 	// The alerts the operators were promised (docs/operations.md).
-	for _, want := range []string{"EmsqueryDown", "EmsqueryErrorShare", "EmsqueryLatencyP99", "EmsqueryPoolExhausted", "EmsqueryCacheNeverHits", "EmsqueryKeysReloadFailing"} {
+	for _, want := range []string{"EmsqueryDown", "EmsqueryDatabaseDown", "EmsqueryDataNotRefreshed", "EmsqueryErrorShare", "EmsqueryLatencyP99",
+		"EmsqueryPoolExhausted", "EmsqueryPoolTimeouts", "EmsqueryStreamsNearLimit", "EmsqueryCacheNeverHits", "EmsqueryKeysReloadFailing"} {
 		if !slices.Contains(names, want) {
 			t.Errorf("alerts.yaml has no %s", want)
 		}
@@ -232,7 +243,7 @@ func dashboardExprs(t *testing.T, path string) []string {
 	if err := json.Unmarshal(b, &dash); err != nil {
 		t.Fatalf("%s: %v", path, err)
 	}
-	grafana := strings.NewReplacer("$__rate_interval", "5m", "$instance", ".*")
+	grafana := strings.NewReplacer("$__rate_interval", "5m", "$instance", ".*", "$service", "emsquery")
 	var exprs []string
 	for _, p := range dash.Panels {
 		for _, tg := range p.Targets {
@@ -241,7 +252,9 @@ func dashboardExprs(t *testing.T, path string) []string {
 	}
 	for _, v := range dash.Templating.List {
 		if m := labelValues.FindStringSubmatch(v.Definition); m != nil {
-			exprs = append(exprs, m[1]+"{"+m[2]+"=~\".*\"}")
+			// label_values(metric{matchers}, label): the metric with its matchers and the label.
+			matchers := append(strings.Split(strings.Trim(m[2], "{}"), ","), m[3]+`=~".*"`)
+			exprs = append(exprs, grafana.Replace(m[1]+"{"+strings.Join(slices.DeleteFunc(matchers, func(s string) bool { return s == "" }), ",")+"}"))
 		}
 	}
 	if len(exprs) < 15 {
@@ -251,7 +264,7 @@ func dashboardExprs(t *testing.T, path string) []string {
 }
 
 var (
-	labelValues = regexp.MustCompile(`^label_values\((\w+),\s*(\w+)\)$`)
+	labelValues = regexp.MustCompile(`^label_values\((\w+)(\{[^}]*\})?,\s*(\w+)\)$`)
 	strLiteral  = regexp.MustCompile(`"(?:[^"\\]|\\.)*"`)
 	selector    = regexp.MustCompile(`([a-zA-Z_:][a-zA-Z0-9_:]*)\s*\{([^}]*)\}`)
 	matcher     = regexp.MustCompile(`([a-zA-Z_][a-zA-Z0-9_]*)\s*(?:=~|!~|!=|=)`)
@@ -328,4 +341,178 @@ func liveAnswer(t *testing.T, svc *servicetest.Service) {
 	if resp.StatusCode != http.StatusOK || err != nil || line != "event: next\n" {
 		t.Fatalf("subscription: HTTP %d, first line %q (%v)", resp.StatusCode, line, err)
 	}
+}
+
+// poolTimeout makes a request wait in vain for a database connection (the service's pool holds
+// one, DATABASE__POOL_TIMEOUT 1 s): a first request takes the connection and blocks on a lock of
+// fact_record that the test holds, a second waits for the connection past the timeout; then the
+// lock goes and the first completes.
+func poolTimeout(t *testing.T, svc *servicetest.Service, db servicetest.DB) {
+	t.Helper()
+	ctx := context.Background()
+	pool := db.Pool(t)
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, "LOCK TABLE fact_record IN ACCESS EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	// Raw requests: a goroutine must not end the test. Aliases make each question new to the
+	// cache, so that neither is answered from memory or waits for the other's answer.
+	post := func(query string) (int, error) {
+		body, _ := json.Marshal(map[string]string{"query": query})
+		req, err := http.NewRequest(http.MethodPost, svc.URL+"/graphql", strings.NewReader(string(body)))
+		if err != nil {
+			return 0, err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set(svc.Header, svc.Key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return 0, err
+		}
+		defer resp.Body.Close()
+		_, err = io.Copy(io.Discard, resp.Body)
+		return resp.StatusCode, err
+	}
+	type result struct {
+		status int
+		err    error
+	}
+	held := make(chan result, 1)
+	go func() {
+		status, err := post(`{ held: records_count { count } }`)
+		held <- result{status, err}
+	}()
+	servicetest.WaitFor(t, 10*time.Second, "the first request waiting on the lock", func() bool {
+		var n int
+		err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE application_name = 'emsquery' AND wait_event_type = 'Lock'`).Scan(&n)
+		return err == nil && n > 0
+	})
+	// Its answer (a GraphQL error, SERVICE_UNAVAILABLE) matters less than the count it leaves.
+	if _, err := post(`{ waiting: records_count { count } }`); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-held; r.err != nil || r.status != http.StatusOK {
+		t.Errorf("the request that held the connection: %d %v", r.status, r.err)
+	}
+}
+
+// runbookBase is where the alerts' runbook_url point: docs/operations.md of the repository
+// (the chart's prometheusRule.runbookBaseUrl replaces it).
+const runbookBase = "https://github.com/emsanalytics/emsquery/blob/main/docs/operations.md"
+
+// TestAlertRules runs `promtool test rules` on deploy/prometheus/alerts_test.yaml and checks
+// that it holds, for every alert of alerts.yaml, a case where the alert fires and one where it
+// does not (an evaluation expecting no alert of that name); and that every alert's runbook_url
+// is the section of docs/operations.md named after the alert, and that the section exists.
+func TestAlertRules(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(deploytest.Root(), "deploy", "prometheus")
+	promtool := deploytest.Tool(t, "promtool", "Debian package prometheus; make test-deps installs it", "/usr/bin/promtool")
+	cmd := exec.Command(promtool, "test", "rules", "alerts_test.yaml")
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("promtool test rules: %v\n%s", err, out)
+	}
+
+	var rules struct {
+		Groups []struct {
+			Rules []struct {
+				Alert       string            `json:"alert"`
+				Annotations map[string]string `json:"annotations"`
+			} `json:"rules"`
+		} `json:"groups"`
+	}
+	readYAML(t, filepath.Join(dir, "alerts.yaml"), &rules)
+	var tests struct {
+		Tests []struct {
+			AlertRuleTest []struct {
+				Alertname string `json:"alertname"`
+				ExpAlerts []any  `json:"exp_alerts"`
+			} `json:"alert_rule_test"`
+		} `json:"tests"`
+	}
+	readYAML(t, filepath.Join(dir, "alerts_test.yaml"), &tests)
+	fires, quiet := map[string]bool{}, map[string]bool{}
+	for _, tc := range tests.Tests {
+		for _, a := range tc.AlertRuleTest {
+			if len(a.ExpAlerts) > 0 {
+				fires[a.Alertname] = true
+			} else {
+				quiet[a.Alertname] = true
+			}
+		}
+	}
+
+	ops, err := os.ReadFile(filepath.Join(deploytest.Root(), "docs", "operations.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sections := markdownAnchors(string(ops))
+	n := 0
+	for _, g := range rules.Groups {
+		for _, r := range g.Rules {
+			if r.Alert == "" {
+				continue
+			}
+			n++
+			if !fires[r.Alert] || !quiet[r.Alert] {
+				t.Errorf("alerts_test.yaml: %s has a firing case %v and a quiet case %v; want both", r.Alert, fires[r.Alert], quiet[r.Alert])
+			}
+			want := runbookBase + "#" + strings.ToLower(r.Alert)
+			if got := r.Annotations["runbook_url"]; got != want {
+				t.Errorf("%s: runbook_url %q, want %q", r.Alert, got, want)
+			}
+			if !sections[strings.ToLower(r.Alert)] {
+				t.Errorf("%s: docs/operations.md has no section %q (the alert's runbook)", r.Alert, r.Alert)
+			}
+		}
+	}
+	if n < 10 {
+		t.Errorf("alerts.yaml has %d alerts", n)
+	}
+}
+
+func readYAML(t *testing.T, path string, v any) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(b, v); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+}
+
+// markdownAnchors are the anchors GitHub gives a Markdown file's headings: lower case, spaces
+// as hyphens, other punctuation dropped (outside fenced code blocks).
+func markdownAnchors(text string) map[string]bool {
+	anchors := map[string]bool{}
+	fenced := false
+	for _, line := range strings.Split(text, "\n") {
+		if strings.HasPrefix(line, "```") {
+			fenced = !fenced
+		}
+		if fenced || !strings.HasPrefix(line, "#") {
+			continue
+		}
+		title := strings.TrimSpace(strings.TrimLeft(line, "#"))
+		var b strings.Builder
+		for _, r := range strings.ToLower(title) {
+			switch {
+			case r == ' ':
+				b.WriteRune('-')
+			case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
+				b.WriteRune(r)
+			}
+		}
+		anchors[b.String()] = true
+	}
+	return anchors
 }

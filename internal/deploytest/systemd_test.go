@@ -367,3 +367,41 @@ func mkdirOwned(t *testing.T, dir string, mode os.FileMode, uid int) {
 		t.Fatal(err)
 	}
 }
+
+// TestSystemdNoReload: the unit has no ExecReload=, so `systemctl reload emsquery` fails; and a
+// reload could not do what it would promise: the keys file is a credential that systemd copies
+// when the service starts (LoadCredential=), so SIGHUP and the file watch read that copy, never
+// the edited file, and the settings are read at start only. No document may advise it, nor a
+// reload after editing the keys file under systemd: `systemctl restart emsquery` is what works.
+func TestSystemdNoReload(t *testing.T) {
+	t.Parallel()
+	opts, err := unit.DeserializeOptions(strings.NewReader(unitText(t, true)))
+	if err != nil {
+		t.Fatalf("parse unit: %v", err)
+	}
+	for _, o := range opts {
+		if o.Section == "Service" && o.Name == "ExecReload" {
+			t.Errorf("ExecReload=%s: a reload cannot refresh the LoadCredential= copy of the keys file", o.Value)
+		}
+	}
+	root := deploytest.Root()
+	files, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	files = append(files, filepath.Join(root, "README.md"), filepath.Join(root, "deploy", "emsquery.service"),
+		filepath.Join(root, "deploy", ".env.example"))
+	reload := regexp.MustCompile(`systemctl\s+reload\s+emsquery|systemctl\s+kill\s+(-s|--signal)\s*(HUP|SIGHUP)`)
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m := reload.Find(b); m != nil {
+			t.Errorf("%s advises %q, which the unit cannot do", f, m)
+		}
+	}
+	if !strings.Contains(unitText(t, false), "systemctl restart emsquery") {
+		t.Error("the unit's comment does not say how a new keys file takes effect (systemctl restart emsquery)")
+	}
+}
