@@ -31,6 +31,15 @@ type Options struct {
 	// (see Cluster.CAFile), so clients can test sslmode=verify-full. Plain connections are still
 	// accepted.
 	SSL bool
+	// ServerCertHost, with SSL, is the only name in the server's certificate instead of
+	// 127.0.0.1 and localhost: "localhost" makes a cluster that verify-full accepts at
+	// localhost and refuses at 127.0.0.1 (the same server, a name the certificate lacks).
+	ServerCertHost string
+	// ClientCerts, with SSL, admits every role but the superuser only over TLS and only with a
+	// client certificate the cluster's CA signed for that role (pg_hba's cert method: no
+	// password); without TLS such a role is refused. The superuser keeps its password, over
+	// TLS and without. Issue certificates with Cluster.CA().WriteClientCert.
+	ClientCerts bool
 }
 
 // Cluster is one running (or stopped) PostgreSQL server and its directory. Its methods are safe
@@ -41,7 +50,7 @@ type Cluster struct {
 	cred     *syscall.Credential // whom the server binaries run as; nil = this process's user
 	dir      string
 	password string
-	caPEM    []byte
+	ca       *CA
 
 	mu        sync.Mutex
 	port      int
@@ -148,6 +157,11 @@ func (c *Cluster) setup() error {
 			return err
 		}
 	}
+	if c.opts.ClientCerts {
+		if err := c.requireClientCerts(); err != nil {
+			return err
+		}
+	}
 	// Another process may grab the port between our probe and the server's bind; a new port
 	// then is all it takes.
 	var err error
@@ -186,19 +200,54 @@ func (c *Cluster) initdb() error {
 }
 
 func (c *Cluster) writeCerts() error {
-	certs, err := newCerts()
+	ca, err := NewCA()
 	if err != nil {
 		return err
 	}
-	c.caPEM = certs.caPEM
-	if err := c.writeFile(filepath.Join(c.dataDir(), "server.crt"), certs.serverPEM, 0o644); err != nil {
+	hosts := []string{"localhost", "127.0.0.1"}
+	if c.opts.ServerCertHost != "" {
+		hosts = []string{c.opts.ServerCertHost}
+	}
+	certPEM, keyPEM, err := ca.ServerCert(hosts...)
+	if err != nil {
+		return err
+	}
+	c.ca = ca
+	if err := c.writeFile(filepath.Join(c.dataDir(), "server.crt"), certPEM, 0o644); err != nil {
 		return err
 	}
 	// The server refuses a key others can read.
-	if err := c.writeFile(filepath.Join(c.dataDir(), "server.key"), certs.serverKeyPEM, 0o600); err != nil {
+	if err := c.writeFile(filepath.Join(c.dataDir(), "server.key"), keyPEM, 0o600); err != nil {
 		return err
 	}
-	return c.writeFile(c.CAFile(), certs.caPEM, 0o644)
+	return c.writeCAFile()
+}
+
+// writeCAFile writes the CA's certificate to CAFile, for clients and for the server's
+// ssl_ca_file (ClientCerts).
+func (c *Cluster) writeCAFile() error {
+	return c.writeFile(c.CAFile(), c.ca.PEM(), 0o644)
+}
+
+// clientCertRules come first in pg_hba.conf with Options.ClientCerts: the superuser by
+// password over TCP (for the tests' own connections), every other role only with TLS and a
+// certificate, and refused without TLS, so that no rule initdb wrote can admit it otherwise.
+const clientCertRules = `# pgtest Options.ClientCerts
+host    all postgres 127.0.0.1/32 scram-sha-256
+hostssl all all      127.0.0.1/32 cert
+host    all all      127.0.0.1/32 reject
+`
+
+func (c *Cluster) requireClientCerts() error {
+	if !c.opts.SSL {
+		return errors.New("pgtest: Options.ClientCerts needs Options.SSL")
+	}
+	hba := filepath.Join(c.dataDir(), "pg_hba.conf")
+	rules, err := os.ReadFile(hba)
+	if err != nil {
+		return err
+	}
+	return c.writeFile(hba, append([]byte(clientCertRules), rules...), 0o600)
 }
 
 // Start starts a stopped cluster again on the same port, so clients configured before Stop find
@@ -228,6 +277,9 @@ func (c *Cluster) Start() error {
 	}
 	if c.opts.SSL {
 		opts = append(opts, "-c", "ssl=on")
+	}
+	if c.opts.ClientCerts {
+		opts = append(opts, "-c", "ssl_ca_file="+c.CAFile())
 	}
 	quoted := make([]string, len(opts))
 	for i, o := range opts {
@@ -333,7 +385,16 @@ func (c *Cluster) CAFile() string {
 }
 
 // CAPEM is CAFile's content, for building a tls.Config without touching the file.
-func (c *Cluster) CAPEM() []byte { return bytes.Clone(c.caPEM) }
+func (c *Cluster) CAPEM() []byte {
+	if c.ca == nil {
+		return nil
+	}
+	return c.ca.PEM()
+}
+
+// CA signs the server's certificate and, with Options.ClientCerts, the client certificates
+// it admits; nil without Options.SSL.
+func (c *Cluster) CA() *CA { return c.ca }
 
 // Dir is the cluster's directory: data/ holds the data directory, postgres.log the server log.
 func (c *Cluster) Dir() string { return c.dir }

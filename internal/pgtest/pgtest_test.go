@@ -416,3 +416,69 @@ func TestCleanupAfterSIGTERM(t *testing.T) {
 		t.Fatalf("child ended with %v, want exit status 143 from pgtest.Main", err)
 	}
 }
+
+// A ClientCerts cluster admits a role by its certificate alone, only over TLS; its server
+// certificate names only ServerCertHost.
+func TestClientCerts(t *testing.T) {
+	t.Parallel()
+	c := pgtest.New(t, pgtest.Options{SSL: true, ClientCerts: true, ServerCertHost: "localhost"})
+	ctx := context.Background()
+	if err := c.Exec(ctx, "postgres", "CREATE ROLE certuser LOGIN PASSWORD 'pw'"); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	certFile, keyFile, err := c.CA().WriteClientCert(dir, "certuser")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Stat(keyFile); err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("client key: %v, %v", st, err)
+	}
+	otherCert, otherKey, err := c.CA().WriteClientCert(dir, "someoneelse")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conninfo := func(host, sslmode, user, cert, key string) string {
+		u := url.URL{Scheme: "postgres", User: url.User(user), Host: fmt.Sprintf("%s:%d", host, c.Port()), Path: "/postgres"}
+		q := url.Values{"sslmode": {sslmode}, "sslrootcert": {c.CAFile()}, "connect_timeout": {"10"}}
+		if cert != "" {
+			q.Set("sslcert", cert)
+			q.Set("sslkey", key)
+		}
+		u.RawQuery = q.Encode()
+		return u.String()
+	}
+
+	conn, err := connect(t, conninfo("localhost", "verify-full", "certuser", certFile, keyFile))
+	if err != nil {
+		t.Fatalf("verify-full with the client certificate: %v", err)
+	}
+	var user string
+	var ssl bool
+	if err := conn.QueryRow(ctx, "SELECT current_user, ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()").Scan(&user, &ssl); err != nil || user != "certuser" || !ssl {
+		t.Fatalf("current_user %q, ssl %v, %v", user, ssl, err)
+	}
+
+	for _, tc := range []struct {
+		name, connString, want string
+	}{
+		{"no client certificate", conninfo("localhost", "verify-full", "certuser", "", ""), "certificate"},
+		{"another role's certificate", conninfo("localhost", "verify-full", "certuser", otherCert, otherKey), "certificate authentication failed"},
+		{"no TLS, with the password", strings.Replace(conninfo("localhost", "disable", "certuser", "", ""), "certuser@", "certuser:pw@", 1), "rejects connection"},
+		{"a name the server certificate lacks", conninfo("127.0.0.1", "verify-full", "certuser", certFile, keyFile), "127.0.0.1"},
+	} {
+		if _, err := connect(t, tc.connString); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: err %v, want one with %q", tc.name, err, tc.want)
+		}
+	}
+	// verify-ca checks the chain only: the same server at 127.0.0.1 is accepted.
+	if _, err := connect(t, conninfo("127.0.0.1", "verify-ca", "certuser", certFile, keyFile)); err != nil {
+		t.Errorf("verify-ca at 127.0.0.1: %v", err)
+	}
+	// The superuser keeps its password over plain TCP (the tests' own connections).
+	conn, err = connect(t, c.URL("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	selectOne(t, conn)
+}

@@ -35,7 +35,7 @@ func (c *Cluster) StartStandby() (*Cluster, error) {
 	if real, err := filepath.EvalSymlinks(dir); err == nil {
 		dir = real
 	}
-	s := &Cluster{opts: c.opts, bindir: bindir, cred: c.cred, dir: dir, password: c.password, caPEM: c.caPEM}
+	s := &Cluster{opts: c.opts, bindir: bindir, cred: c.cred, dir: dir, password: c.password, ca: c.ca}
 	track(s, true)
 	if err := s.setupStandby(c); err != nil {
 		return nil, errors.Join(err, s.Destroy())
@@ -57,6 +57,12 @@ func (s *Cluster) setupStandby(primary *Cluster) error {
 		"-h", primary.Host(), "-p", strconv.Itoa(primary.Port()), "-U", superuser)
 	if err != nil {
 		return err
+	}
+	// The data directory came with the server's certificate; the CA's file lives beside it.
+	if s.ca != nil {
+		if err := s.writeCAFile(); err != nil {
+			return err
+		}
 	}
 	for attempt := 0; attempt < 3; attempt++ {
 		if s.port, err = FreePort(); err != nil {

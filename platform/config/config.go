@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
@@ -146,6 +147,20 @@ type Database struct {
 	MaxOverflow            Count   `env:"DATABASE__MAX_OVERFLOW" env-default:"20"`
 	PoolTimeout            Seconds `env:"DATABASE__POOL_TIMEOUT" env-default:"30"`
 	PoolRecycle            Seconds `env:"DATABASE__POOL_RECYCLE" env-default:"1800"`
+
+	// SSLMode is libpq's sslmode; when set it replaces Encrypt and TrustServerCertificate
+	// (see TLSMode).
+	SSLMode SSLMode `env:"DATABASE__SSL_MODE"`
+	// SSLCert and SSLKey are a client certificate and its key (PEM files), for roles that
+	// pg_hba admits by certificate.
+	SSLCert string `env:"DATABASE__SSL_CERT"`
+	SSLKey  string `env:"DATABASE__SSL_KEY"`
+	// URL is DATABASE_URL, a libpq connection URL. Load takes from it every part whose
+	// DATABASE__* setting is not set, notes those in FromURL, and keeps the URL's libpq
+	// parameters that no setting covers (connect_timeout, sslpassword, options, ...) in Params.
+	URL     Secret `env:"DATABASE_URL"`
+	FromURL map[string]bool
+	Params  map[string]string
 }
 
 type Security struct {
@@ -336,6 +351,9 @@ func Load(file EnvFile) (*Config, error) {
 	if err := cleanenv.ReadEnv(&cfg); err != nil {
 		return nil, explain(err)
 	}
+	if err := cfg.Database.applyURL(setInEnvironment(reflect.TypeFor[Database]())); err != nil {
+		return nil, err
+	}
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
@@ -387,6 +405,7 @@ func (c *Config) validate() error {
 	if strings.TrimSpace(c.Database.Username) == "" {
 		errs = append(errs, "DATABASE__USERNAME: empty")
 	}
+	errs = append(errs, c.Database.checkClientCert()...)
 	if c.Database.PoolSize+c.Database.MaxOverflow < 1 {
 		errs = append(errs, fmt.Sprintf("DATABASE__POOL_SIZE: %d with DATABASE__MAX_OVERFLOW %d allows no connection", c.Database.PoolSize, c.Database.MaxOverflow))
 	}

@@ -18,7 +18,7 @@ func setenv(t *testing.T, vars map[string]string) {
 	t.Helper()
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
-		for _, p := range []string{"APP__", "DATABASE__", "SECURITY__", "AUTHENTICATION__", "LOG__", "OTEL_METRICS_EXPORTER", "OTEL_EXPORTER_PROMETHEUS_", "OTEL_TRACES_", "OTEL_SDK_DISABLED", "LIMITS__", "CACHE__"} {
+		for _, p := range []string{"APP__", "DATABASE__", "SECURITY__", "AUTHENTICATION__", "LOG__", "OTEL_METRICS_EXPORTER", "OTEL_EXPORTER_PROMETHEUS_", "OTEL_TRACES_", "OTEL_SDK_DISABLED", "LIMITS__", "CACHE__", "DATABASE_URL"} {
 			if strings.HasPrefix(k, p) {
 				t.Setenv(k, "")
 				os.Unsetenv(k)
@@ -214,6 +214,8 @@ func TestBadValuesNameTheirVariable(t *testing.T) {
 		{"DATABASE__TRANSACTION_POOLING", "pgbouncer"},
 		{"DATABASE__ENCRYPT", "perhaps"},
 		{"DATABASE__TRUST_SERVER_CERTIFICATE", "2"},
+		{"DATABASE__SSL_MODE", "sometimes"},
+		{"DATABASE__SSL_MODE", "verify"},
 		{"DATABASE__POOL_SIZE", "-1"},
 		{"DATABASE__MAX_OVERFLOW", "many"},
 		{"DATABASE__POOL_TIMEOUT", "soon"},

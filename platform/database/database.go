@@ -5,15 +5,11 @@ package database
 import (
 	"bufio"
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"net"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -70,6 +66,7 @@ func Open(d config.Database, limits config.Limits, log *slog.Logger, mp metric.M
 		pool.Close()
 		return nil, nil, err
 	}
+	plan := tlsPlanOf(&pc.ConnConfig.Config)
 	eps := d.Endpoints()
 	hosts := make([]string, len(eps))
 	for i, e := range eps {
@@ -79,9 +76,9 @@ func Open(d config.Database, limits config.Limits, log *slog.Logger, mp metric.M
 		"hosts", strings.Join(hosts, ","), "target_session_attrs", string(d.TargetSessionAttrs),
 		"load_balance_hosts", string(d.LoadBalanceHosts), "transaction_pooling", bool(d.TransactionPooling),
 		"database", d.Name, "user", d.Username, "schema", d.Schema,
-		"tls", tlsMode(d), "pool_size", int(d.PoolSize), "max_overflow", int(d.MaxOverflow),
+		"ssl_mode", string(d.TLSMode()), "tls", plan.String(), "pool_size", int(d.PoolSize), "max_overflow", int(d.MaxOverflow),
 		"statement_timeout", limits.StatementTimeout.Duration().String())
-	warnUnverifiedTLS(d, log)
+	warnTLS(d, plan, log)
 	reach := newReachability(pool, log, len(eps))
 	db := &DB{pool: pool, gate: newFairGate(int(pc.MaxConns)), poolTimeout: d.PoolTimeout.Duration(), metrics: m, reach: reach, spans: newStatementSpans(tp, d),
 		statementTimeout: limits.StatementTimeout.Duration(), exportTimeout: limits.ExportTimeout.Duration(),
@@ -106,45 +103,42 @@ const (
 	connectTimeoutPerHost = 4 * time.Second
 )
 
-// PoolConfig translates the settings into a pgxpool configuration. The password is set as a
-// field, never pasted into a connection string, so any character in it works.
+// PoolConfig translates the settings into a pgxpool configuration. pgconn parses the connection
+// parameters (connString): hosts, ports, database, user and libpq's TLS parameters, and
+// DATABASE_URL's other parameters. It implements libpq's sslmode, fallbacks included: with
+// several hosts, each gets its attempts in sslmode's order (prefer: TLS, then plain; allow: the
+// other way round), each with a TLS configuration for that host's name. The password is set as a
+// field, never pasted into a connection string.
 //
-// Several hosts become pgconn's Fallbacks, each with its own TLS configuration (the certificate
-// must name the host actually dialled); DATABASE__TARGET_SESSION_ATTRS becomes pgconn's
-// ValidateConnect (libpq's checks, as pgx implements them) and DATABASE__LOAD_BALANCE_HOSTS=random
-// a shuffle of the hosts before each new connection (pgx has no load_balance_hosts).
+// DATABASE__TARGET_SESSION_ATTRS becomes pgconn's ValidateConnect (libpq's checks, as pgx
+// implements them) and DATABASE__LOAD_BALANCE_HOSTS=random a shuffle of the hosts before each
+// new connection (pgx has no load_balance_hosts).
 //
 // The session settings (search_path, statement_timeout, read-only transactions, DateStyle)
 // are startup parameters of every connection; behind a transaction pooler only those the pooler
 // keeps for each client (DateStyle, application_name) are, and the others start every
 // transaction instead (see sessionSettings).
 func PoolConfig(d config.Database, limits config.Limits) (*pgxpool.Config, error) {
-	// An empty connection string still reads PG* environment variables; the fields set below
-	// override everything that matters.
-	pc, err := pgxpool.ParseConfig("")
-	if err != nil {
-		return nil, fmt.Errorf("database config: %w", err)
-	}
-	cc := pc.ConnConfig
 	eps := d.Endpoints()
 	if len(eps) == 0 {
 		return nil, errors.New("database config: no host")
 	}
-	baseTLS, err := TLSConfig(d)
-	if err != nil {
+	if err := checkFiles(d); err != nil {
 		return nil, err
 	}
-	cc.Host, cc.Port, cc.TLSConfig = eps[0].Host, uint16(eps[0].Port), hostTLS(baseTLS, eps[0].Host)
-	cc.Fallbacks = nil
-	for _, e := range eps[1:] {
-		cc.Fallbacks = append(cc.Fallbacks, &pgconn.FallbackConfig{Host: e.Host, Port: uint16(e.Port), TLSConfig: hostTLS(baseTLS, e.Host)})
+	pc, err := pgxpool.ParseConfig(connString(d))
+	if err != nil {
+		return nil, fmt.Errorf("database settings: %w", parseConfigError(err))
 	}
-	cc.Database = d.Name
-	cc.User = d.Username
-	cc.Password = d.Password.Reveal()
-	cc.ConnectTimeout = connectTimeout
-	if len(eps) > 1 {
-		cc.ConnectTimeout = connectTimeoutPerHost
+	cc := pc.ConnConfig
+	if _, ok := d.Params["passfile"]; !ok || d.Password != "" {
+		cc.Password = d.Password.Reveal()
+	}
+	if _, ok := d.Params["connect_timeout"]; !ok {
+		cc.ConnectTimeout = connectTimeout
+		if len(eps) > 1 {
+			cc.ConnectTimeout = connectTimeoutPerHost
+		}
 	}
 	cc.ValidateConnect = validateConnect(d.TargetSessionAttrs)
 	if d.LoadBalanceHosts == config.LoadBalanceRandom && len(eps) > 1 {
@@ -157,9 +151,15 @@ func PoolConfig(d config.Database, limits config.Limits) (*pgxpool.Config, error
 		pc.AfterConnect, pc.AfterRelease = markFallback, keepUnlessStaleFallback
 	}
 	// Runtime parameters from PG* variables (PGOPTIONS, PGAPPNAME) are dropped: a pooler would
-	// refuse them, and the service's own settings are the ones that must hold.
-	cc.RuntimeParams = map[string]string{}
-	cc.RuntimeParams["application_name"] = "emsquery"
+	// refuse them, and the service's own settings are the ones that must hold. Those that
+	// DATABASE_URL gives (options, application_name) are kept: the operator wrote them.
+	runtime := cc.RuntimeParams
+	cc.RuntimeParams = map[string]string{"application_name": "emsquery"}
+	for k := range d.Params {
+		if v, ok := runtime[k]; ok {
+			cc.RuntimeParams[k] = v
+		}
+	}
 	// Values leave the database as ::text and come back as filter values: their text form must
 	// not depend on the server's or role's DateStyle.
 	cc.RuntimeParams["DateStyle"] = "ISO, YMD"
@@ -271,82 +271,6 @@ func markFallback(_ context.Context, conn *pgx.Conn) error {
 func keepUnlessStaleFallback(conn *pgx.Conn) bool {
 	since, ok := conn.PgConn().CustomData()[fallbackSince].(time.Time)
 	return !ok || time.Since(since) < fallbackRetry
-}
-
-// shuffleHosts puts the host and its fallbacks in a random order, as libpq's
-// load_balance_hosts=random does before each connection: pgconn then tries them in that order.
-// cc is the pool's copy for one new connection.
-func shuffleHosts(cc *pgconn.Config) {
-	all := append([]*pgconn.FallbackConfig{{Host: cc.Host, Port: cc.Port, TLSConfig: cc.TLSConfig}}, cc.Fallbacks...)
-	rand.Shuffle(len(all), func(i, j int) { all[i], all[j] = all[j], all[i] })
-	cc.Host, cc.Port, cc.TLSConfig = all[0].Host, all[0].Port, all[0].TLSConfig
-	cc.Fallbacks = all[1:]
-}
-
-// TLSConfig returns the TLS configuration for the DATABASE__ENCRYPT and
-// DATABASE__TRUST_SERVER_CERTIFICATE settings, without a server name (see hostTLS); nil means
-// no TLS.
-func TLSConfig(d config.Database) (*tls.Config, error) {
-	if !d.Encrypt {
-		return nil, nil
-	}
-	if d.TrustServerCertificate {
-		// The settings ask for encryption without checking who is at the other end.
-		return &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS12}, nil //nolint:gosec
-	}
-	tc := &tls.Config{MinVersion: tls.VersionTLS12}
-	if d.SSLRootCert != "" {
-		pem, err := os.ReadFile(d.SSLRootCert)
-		if err != nil {
-			return nil, fmt.Errorf("DATABASE__SSL_ROOT_CERT: %w", err)
-		}
-		roots := x509.NewCertPool()
-		if !roots.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("DATABASE__SSL_ROOT_CERT: %q holds no PEM certificate", d.SSLRootCert)
-		}
-		tc.RootCAs = roots
-	}
-	return tc, nil
-}
-
-// hostTLS is base for one host: the certificate is verified against that host's name. A Unix
-// socket (an absolute path) has no TLS, as with libpq.
-func hostTLS(base *tls.Config, host string) *tls.Config {
-	if base == nil || strings.HasPrefix(host, "/") {
-		return nil
-	}
-	tc := base.Clone()
-	if !tc.InsecureSkipVerify {
-		tc.ServerName = host
-	}
-	return tc
-}
-
-// warnUnverifiedTLS says at start-up what DATABASE__TRUST_SERVER_CERTIFICATE=yes (the
-// specification's default) gives up with encryption on: the traffic is encrypted, but the
-// server is not verified, so whoever can intercept it can pose as the database and read every
-// answer and the password. And that DATABASE__SSL_ROOT_CERT, when set, is then ignored: an
-// operator who set it believes the server is verified.
-func warnUnverifiedTLS(d config.Database, log *slog.Logger) {
-	if !d.Encrypt || !d.TrustServerCertificate {
-		return
-	}
-	log.Warn("DATABASE__TRUST_SERVER_CERTIFICATE=yes: the connection to the database is encrypted but the server is not verified, so anyone who can intercept it can pose as the database; set DATABASE__TRUST_SERVER_CERTIFICATE=no (with DATABASE__SSL_ROOT_CERT naming the CA's certificate file when the server's certificate is not signed by a system root)")
-	if strings.TrimSpace(d.SSLRootCert) != "" {
-		log.Warn("DATABASE__SSL_ROOT_CERT is set but ignored: with DATABASE__TRUST_SERVER_CERTIFICATE=yes no certificate is checked",
-			"ssl_root_cert", d.SSLRootCert)
-	}
-}
-
-func tlsMode(d config.Database) string {
-	switch {
-	case !bool(d.Encrypt):
-		return "off"
-	case bool(d.TrustServerCertificate):
-		return "on, certificate not verified"
-	default:
-		return "on, certificate verified"
-	}
 }
 
 // lease is a connection acquired for one statement, with the places it took on the way (see

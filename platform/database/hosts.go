@@ -58,11 +58,11 @@ func (db *DB) CheckHosts(ctx context.Context) []HostState {
 	var wg sync.WaitGroup
 	for i, e := range db.endpoints {
 		cc := base.Copy()
-		if i > 0 {
-			fb := base.Fallbacks[i-1]
-			cc.Host, cc.Port, cc.TLSConfig = fb.Host, fb.Port, fb.TLSConfig
+		// The host's own attempts: with sslmode allow or prefer, with TLS and without.
+		if groups := attemptGroups(&cc.Config); i < len(groups) {
+			setAttempts(&cc.Config, groups[i:i+1])
 		}
-		cc.Fallbacks, cc.ValidateConnect = nil, nil
+		cc.ValidateConnect = nil
 		out[i].Host = e.String()
 		wg.Go(func() { out[i].State = checkHost(ctx, cc, validate) })
 	}
