@@ -259,7 +259,7 @@ func (cn *rawConn) chunked(body io.Writer) (int64, error) {
 // copyBuffered copies the next n bytes of br to w straight from br's buffer. io.CopyN, used here
 // before, allocated a buffer of 32 KiB on every call (every chunk of a chunked body) and copied
 // every byte through it: about 130 ms of the driver's processor time per 82 MB `patients`
-// answer, on the processors the service and the database share (see "The driver" in
+// answer, on the processors the service and the database share (see "How it measures" in
 // docs/benchmarks.md).
 func copyBuffered(w io.Writer, br *bufio.Reader, n int64) (int64, error) {
 	var done int64
