@@ -3,7 +3,7 @@ package app_test
 // The service's statements must be planned with their values (custom plans) however often they
 // run on one connection. PostgreSQL switches a prepared statement to a generic plan, made
 // without the values, after five executions when that plan looks no dearer; for a date range
-// that estimate is badly wrong (issue: heavy aggregates ran twice as slow). auto_explain logs
+// that estimate is badly wrong (heavy aggregates ran twice as slow on one). auto_explain logs
 // the plan of every statement of the test database; a generic plan shows the parameters ($1)
 // where a custom plan shows the values. The few light statements on dimension tables whose plan
 // cannot depend on their values (no filter on the facts) are prepared once per session on

@@ -11,9 +11,9 @@
 //
 //   - COPY (<query>) TO STDOUT WITH (FORMAT csv, HEADER) on one session kept for the whole run
 //     (pgconn's CopyTo, what psql's \copy sends), the query being the one the service runs
-//     inside COPY for the same arguments (reports.ExportQuery). Until issue 19 this side was a
-//     psql process and a new session per round, whose start and login were counted against
-//     the database;
+//     inside COPY for the same arguments (reports.ExportQuery); kept, so that the start and
+//     login of a psql process and a new session per round, which the service's pool does not
+//     pay, are not counted against the database;
 //   - the export over HTTP, read by a client that discards the bytes, while the service's
 //     VmRSS is sampled every 5 ms;
 //   - with -rows-reference, the same query read row by row through pgx and written with

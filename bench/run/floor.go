@@ -23,7 +23,7 @@ import (
 // the same machine in the same run. A light question costs the database a fraction of a
 // millisecond, and at concurrency 1 a service in front of it adds a whole HTTP round trip and
 // the scheduling of one more process to the database's round trip (about 0.16 ms and 0.18 ms on
-// the two shared virtual processors of issue 19's machine, where the hand-written resources
+// the benchmark's machine of two shared virtual processors, where the hand-written resources
 // takes 0.3 ms); no code of the service can take that back. The bare server is this program
 // again (-serve-floor): fasthttp and a pgx pool configured as the service's, running the
 // statements the service sent for the question (the captured SQL) and writing the rows' bytes

@@ -21,9 +21,9 @@ import (
 // client cost the driver, on the same two processors as the service, 0.06 ms of processor time
 // and 0.05 to 0.08 ms of latency per request more (TestClientCost; docs/benchmarks.md, "How it
 // measures"): at concurrency 1 a sixth of a light request's time, and none of it the service's.
-// fasthttp's HostClient, tried in its place in session 5 with large bodies streamed, cost 0.01 to
-// 0.03 ms more per light request than this client, enough to move one station's records_count
-// from 0.52-0.55 of the hand-written SQL to 0.48 in a full run: that is why this one stays.
+// fasthttp's HostClient, measured in its place with large bodies streamed, cost 0.01 to 0.03 ms
+// more per light request than this client, enough to move one station's records_count from
+// 0.52-0.55 of the hand-written SQL to 0.48 in a full run: that is why this one stays.
 type rawClient struct {
 	addr  string
 	mu    sync.Mutex
@@ -259,7 +259,7 @@ func (cn *rawConn) chunked(body io.Writer) (int64, error) {
 // copyBuffered copies the next n bytes of br to w straight from br's buffer. io.CopyN, used here
 // before, allocated a buffer of 32 KiB on every call (every chunk of a chunked body) and copied
 // every byte through it: about 130 ms of the driver's processor time per 82 MB `patients`
-// answer, on the processors the service and the database share (see "The driver" in
+// answer, on the processors the service and the database share (see "How it measures" in
 // docs/benchmarks.md).
 func copyBuffered(w io.Writer, br *bufio.Reader, n int64) (int64, error) {
 	var done int64

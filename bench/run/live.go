@@ -22,7 +22,7 @@ import (
 	"github.com/emsanalytics/emsquery/internal/procstat"
 )
 
-// Live answers (contract 6.11): the issue's targets for subscriptions over Server-Sent Events,
+// Live answers (contract 6.11): the targets of subscriptions over Server-Sent Events,
 // measured from outside, on the real binary, with this process as the only client. For each
 // scenario the service is started afresh (its peak RSS is the scenario's), with its answer cache
 // on, a data-version poll of half an hour (CACHE__MAX_STALENESS 3600: only the NOTIFY tells it
@@ -39,7 +39,7 @@ import (
 //
 // The rows inserted are deleted at the end.
 
-// Targets of the live answers issue.
+// The live answers' targets.
 const (
 	liveLatency = time.Second // every stream has the new answer within this of the NOTIFY
 	liveRSS     = 150 << 20   // the service's peak RSS with 1,000 streams on one question
@@ -609,7 +609,7 @@ func fetchTo(url, path string) error {
 	return f.Close()
 }
 
-// liveTargets are the issue's targets and what was measured, one line each.
+// liveTarget is one target of the live answers and what was measured against it.
 type liveTarget struct {
 	Target, Measured string
 	Met              bool

@@ -159,10 +159,10 @@ func runStatements(ctx context.Context, pool *pgxpool.Pool, sts []statement, arg
 
 // copyRequest is a baseline of the export: the COPY ... TO STDOUT statement on a connection of
 // pool, kept from request to request as the service keeps its own (pgconn's CopyTo, which the
-// service's DB.CopyTo runs too), its CSV counted. Until issue 19 this was psql's \copy, a new
-// process and a new session for every request, which the service does not pay and which made
-// the export's ratio look better than it was: 100 to 112 ms a request in TestPsqlCost on a busy
-// machine, against half a millisecond for the same COPY on a kept session.
+// service's DB.CopyTo runs too), its CSV counted. Not psql's \copy: a new process and a new
+// session for every request, which the service does not pay, would make the export's ratio look
+// better than it is: 100 to 112 ms a request in TestPsqlCost on a busy machine, against half a
+// millisecond for the same COPY on a kept session.
 func copyRequest(pool *pgxpool.Pool, copySQL string) request {
 	return func(ctx context.Context, _ int) (int64, error) {
 		conn, err := pool.Acquire(ctx)

@@ -13,7 +13,7 @@ import (
 	"github.com/emsanalytics/emsquery/internal/pgtest"
 )
 
-// TestPsqlCost measures what the export's baselines paid before issue 19 on top of the
+// TestPsqlCost measures what a baseline of the export run through psql would pay on top of the
 // database's work: a psql process and a new session per request (`psql -c "\copy ..."`),
 // against the same COPY of ten rows on a kept session (pgconn's CopyTo, copyRequest), 40
 // requests each, alternating. It needs psql (Debian's postgresql-client) and a PostgreSQL

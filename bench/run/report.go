@@ -55,8 +55,9 @@ func (r row) ratio() float64 { return ratio(r.Svc, r.Hand) }
 // two ratios together separate it from the quality of the service's SQL.
 func (r row) ratioCaptured() float64 { return ratio(r.Svc, r.Capt) }
 
-// Targets of issue 11 with the cache off (and the earlier export and patients targets), in the
-// benchmark, never as timed tests; every ratio is against the hand-written SQL.
+// The targets with the cache off, judged in the benchmark, never as timed tests (a ratio of two
+// sides of one run holds on a busy machine, a time does not); every ratio is against the
+// hand-written SQL.
 const (
 	heavyRatio   = 0.9 // database work over 10 ms: service throughput / hand-written SQL, any concurrency
 	lightRatio   = 0.5 // records_count of one station, station_resources, resources, at concurrency 1

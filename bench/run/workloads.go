@@ -18,11 +18,11 @@ type workload struct {
 	// Hand is the hand-written baseline (handsql.go).
 	Hand handWritten
 	// Light marks the workloads whose database work is a fraction of a millisecond; their
-	// target is a lower ratio at concurrency 1 (issue 11).
+	// target is a lower ratio at concurrency 1 (lightRatio).
 	Light bool
 	// Warm are the concurrencies of the workload's warm lines: the service with its answer cache
-	// on, the same question repeated (issue 11's cache targets: a dashboard's heavy questions at
-	// 16, the light ones at 1 and 16). None: no warm line.
+	// on, the same question repeated (the warm targets: a dashboard's heavy questions at 16, the
+	// light ones at 1 and 16). None: no warm line.
 	Warm []int
 }
 

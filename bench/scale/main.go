@@ -175,9 +175,9 @@ func measure(bin, dir string, env []string, query string, workers int, duration 
 		"AUTHENTICATION__API_KEY": apiKey,
 		"DATABASE__USERNAME":      "postgres", "DATABASE__ENCRYPT": "no", "DATABASE__POOL_SIZE": strconv.Itoa(workers),
 		"LOG__PATH": filepath.Join(dir, "logs"), "LOG__CONSOLE__ENABLED": "false", "OTEL_METRICS_EXPORTER": "none",
-		// Every line measures the path to the database: with the answer cache on (its default
-		// since issue 11) the same question repeated is answered from memory after its first
-		// time, and the lines would measure the cache, with no database work at all.
+		// Every line measures the path to the database: with the answer cache on (its default)
+		// the same question repeated is answered from memory after its first time, and the
+		// lines would measure the cache, with no database work at all.
 		"CACHE__ENABLED": "false"}
 	for _, kv := range env {
 		k, v, _ := strings.Cut(kv, "=")

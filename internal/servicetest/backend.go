@@ -101,8 +101,8 @@ func newDatabase(t testing.TB, c *pgtest.Cluster) DB {
 	}
 	if b.PgBouncer {
 		// One PgBouncer per database: one shared by the whole cluster saved some 20 s of make
-		// test, but in a busy full run it was found not listening in the middle of the run (CI,
-		// session 3; cause not known), so it was removed.
+		// test, but in a busy full run of CI it was found not listening in the middle of the
+		// run (cause not known), and a test's PgBouncer of its own cannot be lost that way.
 		pgb := pgtest.NewPgBouncer(t, c)
 		db.Host, db.Port, db.TransactionPooling = pgb.Host(), pgb.Port(), true
 	}
