@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"sigs.k8s.io/yaml"
+
 	"github.com/emsanalytics/emsquery/internal/servicetest"
 )
 
@@ -342,14 +344,55 @@ func selectPath(v any, path string) (any, bool) {
 	return v, true
 }
 
+// infinityDataSource is the part of docs/examples/grafana/datasource.yaml (Grafana's
+// provisioning of an Infinity data source) that the dashboard relies on.
+type infinityDataSource struct {
+	APIVersion  int `json:"apiVersion"`
+	Datasources []struct {
+		Name     string `json:"name"`
+		Type     string `json:"type"`
+		URL      string `json:"url"`
+		JSONData struct {
+			AuthMethod string `json:"auth_method"`
+			APIKeyType string `json:"apiKeyType"`
+			APIKeyKey  string `json:"apiKeyKey"`
+		} `json:"jsonData"`
+		SecureJSONData struct {
+			APIKeyValue string `json:"apiKeyValue"`
+		} `json:"secureJsonData"`
+	} `json:"datasources"`
+}
+
 // TestGrafanaDashboardExample: docs/examples/grafana/missions-dashboard.json is a dashboard
 // whose every panel query is an Infinity GraphQL query in the plugin's own query shape, on the
 // data source the dashboard's datasource variable picks, with the key left to the data source's
-// settings; each query, its time range filled in, is answered by the service without errors,
-// its root selector finds rows and each column selector a value of the column's type in every
-// row. The missions stat is SQL's count.
+// settings (datasource.yaml beside it: the plugin's API key authentication in a header, the key
+// and the address from Grafana's environment); each query, its time range filled in, is answered
+// by the service without errors to a key of the graphql scope alone sent as that data source
+// sends it, its root selector finds rows and each column selector a value of the column's type
+// in every row. The missions stat is SQL's count.
 func TestGrafanaDashboardExample(t *testing.T) {
 	t.Parallel()
+	yml, err := os.ReadFile("../docs/examples/grafana/datasource.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := yaml.YAMLToJSON(yml)
+	if err != nil {
+		t.Fatalf("datasource.yaml: %v", err)
+	}
+	var provisioning infinityDataSource
+	dec := json.NewDecoder(bytes.NewReader(js))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&provisioning); err != nil || provisioning.APIVersion != 1 || len(provisioning.Datasources) != 1 {
+		t.Fatalf("datasource.yaml is not one data source of Grafana's provisioning (apiVersion 1): %v\n%s", err, js)
+	}
+	ds := provisioning.Datasources[0]
+	if ds.Type != infinityPlugin || !strings.HasPrefix(ds.URL, "$") || ds.JSONData.AuthMethod != "apiKey" || ds.JSONData.APIKeyType != "header" ||
+		ds.JSONData.APIKeyKey == "" || !strings.HasPrefix(ds.SecureJSONData.APIKeyValue, "$") {
+		t.Errorf("datasource.yaml: want the %s plugin, its URL and key from the environment, the key in a header: %s", infinityPlugin, js)
+	}
+
 	raw, err := os.ReadFile("../docs/examples/grafana/missions-dashboard.json")
 	if err != nil {
 		t.Fatal(err)
@@ -383,7 +426,10 @@ func TestGrafanaDashboardExample(t *testing.T) {
 	}
 
 	db := demoDB(t, exampleRecords)
-	svc := servicetest.Start(t, db, nil)
+	key := newTestKey("grafana", "graphql")
+	keys := filepath.Join(t.TempDir(), "keys.json")
+	writeKeysFile(t, keys, key)
+	svc := servicetest.Start(t, db, map[string]string{"AUTHENTICATION__API_KEYS_FILE": keys, "AUTHENTICATION__API_KEY_HEADER": ds.JSONData.APIKeyKey})
 	var sqlMissions int64
 	if err := db.Pool(t).QueryRow(context.Background(), `SELECT count(*) FROM fact_record WHERE occurred_at >= '2025-10-01' AND occurred_at < '2026-01-01'`).Scan(&sqlMissions); err != nil {
 		t.Fatal(err)
@@ -435,7 +481,7 @@ func TestGrafanaDashboardExample(t *testing.T) {
 
 			// The query as the plugin sends it: POST {query, variables} to the data source's
 			// URL followed by the query's url.
-			r := svc.GraphQL(t, q.URL, query, vars)
+			r := svc.GraphQLWithHeaders(t, q.URL, query, vars, map[string]string{ds.JSONData.APIKeyKey: key.secret})
 			if r.Status != 200 || len(r.Errors) > 0 {
 				t.Errorf("%s: HTTP %d, errors %s", what, r.Status, r.Raw)
 				continue
