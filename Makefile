@@ -60,15 +60,21 @@ lint:
 	go vet -tags jaeger ./...
 	go tool staticcheck -tags jaeger ./...
 
+# wire, gqlgen, then the SDL file of each GraphQL endpoint (schema/graphql/, from the
+# executable schemas gqlgen just wrote).
 generate:
 	go tool wire gen .
 	for c in $(GQLGEN_CONFIGS); do (cd $$(dirname $$c) && go tool gqlgen generate) || exit 1; done
+	go run ./cmd/graphqlschema
 
-# Regenerates wire and gqlgen output and fails when that changes any committed file.
+# Regenerates wire and gqlgen output and the SDL files and fails when that changes any committed
+# file (or leaves a new one).
 generate-check:
 	go tool wire diff . || (echo "wire_gen.go is stale: run make generate"; exit 1)
 	for c in $(GQLGEN_CONFIGS); do (cd $$(dirname $$c) && go tool gqlgen generate) || exit 1; done
 	@if [ -n "$$(git status --porcelain -- app)" ]; then git status --short -- app; echo "gqlgen output is stale: run make generate and commit"; exit 1; fi
+	go run ./cmd/graphqlschema
+	@if [ -n "$$(git status --porcelain -- schema/graphql)" ]; then git status --short -- schema/graphql; echo "schema/graphql/ is stale: run make generate and commit"; exit 1; fi
 
 # A bounded soak, not part of make test: SOAK_DURATION (default 10m) of mixed queries at
 # SOAK_RATE (50) req/s against the real binary and a throwaway cluster on 127.0.0.1; fails on any

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Installs what the tests need beyond Go, when missing: PostgreSQL server binaries, Chromium (the
 # GraphiQL browser test), Prometheus (the metrics scrape test; its promtool checks the alert
-# rules), PgBouncer (the transaction pooling tests), the pinned npm packages of e2e/, and the
-# pinned Helm (the chart test; built once from the Go module proxy by scripts/helm.sh). Quick when
-# everything is there.
+# rules), PgBouncer (the transaction pooling tests), pandas and requests for Debian's Python (the
+# Python client example), the pinned npm packages of e2e/ and of the TypeScript client example,
+# and the pinned Helm (the chart test; built once from the Go module proxy by scripts/helm.sh).
+# Quick when everything is there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -13,6 +14,10 @@ missing=()
 [ -x /usr/bin/chromium ] || missing+=(chromium)
 command -v prometheus >/dev/null 2>&1 || [ -x /usr/bin/prometheus ] || missing+=(prometheus)
 command -v pgbouncer >/dev/null 2>&1 || [ -x /usr/sbin/pgbouncer ] || missing+=(pgbouncer)
+# docs/examples/python/ runs on Debian's Python with Debian's pandas and requests.
+if ! /usr/bin/python3 -c 'import pandas, requests' >/dev/null 2>&1; then
+  missing+=(python3-pandas python3-requests)
+fi
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
     echo "installing Debian packages: ${missing[*]}" >&2
@@ -42,6 +47,16 @@ if [ -f e2e/package.json ] && command -v npm >/dev/null 2>&1; then
   if [ -n "$e2e_missing" ] || [ e2e/package.json -nt e2e/node_modules ]; then
     (cd e2e && npm install --ignore-scripts --no-audit --no-fund --no-package-lock --loglevel=error)
     touch e2e/node_modules
+  fi
+fi
+
+# docs/examples/typescript/ is a reader's project: its lock file (kept without registry addresses,
+# see its .npmrc) is installed as is. npm ci leaves node_modules/.package-lock.json, which a newer
+# lock file (a pull that changed it, a fresh checkout) outdates.
+ts=docs/examples/typescript
+if [ -f $ts/package-lock.json ] && command -v npm >/dev/null 2>&1; then
+  if [ ! -f $ts/node_modules/.package-lock.json ] || [ $ts/package-lock.json -nt $ts/node_modules/.package-lock.json ]; then
+    (cd $ts && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)
   fi
 fi
 
