@@ -113,6 +113,35 @@ type parts struct {
 	key     string
 	release func()
 	refused *apierr.Error
+	// inMemory says the answer is made into memory first (a recorder: the answer cache's),
+	// where a whole-table list is read at the database's pace: its slot is taken only if the
+	// answer outgrows what is kept and goes on at its client's (wholeLists, then passOn).
+	inMemory   bool
+	wholeLists bool
+}
+
+// whole notes a whole-table list in the answer: its slot is taken now when the answer goes to
+// its client as it is made, or once it outgrows memory otherwise (streamed).
+func (ps *parts) whole() error {
+	if ps.inMemory {
+		ps.mu.Lock()
+		ps.wholeLists = true
+		ps.mu.Unlock()
+		return nil
+	}
+	return ps.takeStreamed()
+}
+
+// streamed is the recorder's admission when an answer outgrows memory: an answer with a
+// whole-table list now holds its connection at its client's pace, and takes its slot.
+func (ps *parts) streamed() error {
+	ps.mu.Lock()
+	whole := ps.wholeLists
+	ps.mu.Unlock()
+	if !whole {
+		return nil
+	}
+	return ps.takeStreamed()
 }
 
 // takeStreamed takes the request's slot for a whole-table list, once for all its lists (they

@@ -218,6 +218,10 @@ func (e *Endpoint) execute(ctx context.Context, w responseWriter, r *request) (r
 	}
 	ps := &parts{slots: e.streamed, key: requestctx.KeyName(ctx)}
 	defer ps.done()
+	if rec, ok := w.(*recorder); ok && e.streamed != nil {
+		ps.inMemory = true
+		rec.admit = ps.streamed
+	}
 	ctx = context.WithValue(ctx, partsKey{}, ps)
 	// gqlgen resolves the root fields all at once; their statements take turns at the request's
 	// LIMITS__REQUEST_PARALLELISM slots (platform/database), and so do the whole-table lists
@@ -225,7 +229,16 @@ func (e *Endpoint) execute(ctx context.Context, w responseWriter, r *request) (r
 	ctx = database.WithRequestLimit(ctx, e.parallelism)
 	responses, ctx := e.exec.DispatchOperation(ctx, rc)
 	resp = responses(ctx)
-	if ps.refused != nil && w.Reset() {
+	if ps.refused == nil {
+		err := ps.write(w, resp)
+		if err == nil {
+			return resp, true
+		}
+		if ps.refused == nil {
+			return resp, false
+		}
+	}
+	if w.Reset() {
 		// Past LIMITS__MAX_STREAMED_ANSWERS (or the key's share): the request as a whole is
 		// refused, as the export is, so that the client backs off (Retry-After).
 		w.Header().Set("Content-Type", r.contentType)
@@ -234,12 +247,8 @@ func (e *Endpoint) execute(ctx context.Context, w responseWriter, r *request) (r
 		resp = &graphql.Response{Errors: gqlerror.List{{Message: ps.refused.Message,
 			Extensions: map[string]any{"code": string(ps.refused.Code)}}}}
 		writeResponse(w, resp)
-		return resp, false
 	}
-	if err := ps.write(w, resp); err != nil {
-		return resp, false
-	}
-	return resp, true
+	return resp, false
 }
 
 // Revalidation (contract 6.11): an answer without errors, with the cache on, carries an ETag of

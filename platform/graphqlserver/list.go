@@ -67,9 +67,10 @@ func List[T any](ctx context.Context, src Source[T], stream bool) ([]*T, error) 
 			}
 			if stream {
 				// Sent at its client's pace, the list holds a connection as long as its client
-				// reads: one of LIMITS__MAX_STREAMED_ANSWERS, or the request is refused.
+				// reads: one of LIMITS__MAX_STREAMED_ANSWERS, or the request is refused (taken
+				// now, or when an answer made into memory outgrows it: parts.whole).
 				if ps, _ := ctx.Value(partsKey{}).(*parts); ps != nil {
-					if err := ps.takeStreamed(); err != nil {
+					if err := ps.whole(); err != nil {
 						return nil, err
 					}
 				}

@@ -20,11 +20,15 @@ type recorder struct {
 	w        responseWriter
 	limit    int64
 	outgrown func()
-	status   int
-	parts    [][]byte
-	size     int64
-	over     bool // more than limit: passed on, nothing kept
-	failed   bool
+	// admit, when set, is asked before the answer goes on to the client's writer: an answer
+	// sent while its rows are read needs a slot (LIMITS__MAX_STREAMED_ANSWERS); its refusal
+	// fails the write, nothing of the answer having reached the client.
+	admit  func() error
+	status int
+	parts  [][]byte
+	size   int64
+	over   bool // more than limit: passed on, nothing kept
+	failed bool
 }
 
 // maxRecorded bounds the copy of one answer whatever CACHE__MAX_BYTES is, so that what an
@@ -86,6 +90,11 @@ type swapper interface {
 // passOn gives up keeping the answer: the requests waiting for it are let go, and what was held
 // is written to the client's writer, which from now on takes every write.
 func (r *recorder) passOn() error {
+	if r.admit != nil {
+		if err := r.admit(); err != nil {
+			return err
+		}
+	}
 	r.over = true
 	if r.outgrown != nil {
 		r.outgrown()
