@@ -132,9 +132,24 @@ func soak(ctx context.Context, s settings) error {
 	warmup := min(max(s.duration/10, 10*time.Second), time.Minute)
 	progress("load: %d req/s of %d fixed questions and drawn ones (one in %d) for %s after a %s warm-up, a NOTIFY every %s; pid %d",
 		s.rate, len(queries), varyingEvery, s.duration, warmup, s.notifyEvery, svc.proc.PID())
-	ld := newLoad(svc, queries, newVarying(stations), s.rate)
+	etl, err := newETL(ctx, cluster, stations, mixStation)
+	if err != nil {
+		return err
+	}
+	defer etl.stop()
+	live := newStreams(svc, liveQuestions(etl.station), etl.truth, s.churnEvery)
+	etl.live = live
+	defer live.stop()
+	progress("live answers: %d streams held over %d questions, one more opened every %s for 5 to 30 s; a load of 1 to 20 records into %s (then NOTIFY) every %s",
+		live.heldCount(), len(live.qs), s.churnEvery, etl.station, s.loadEvery)
+	if err := live.hold(); err != nil {
+		return err
+	}
+	ld := newLoad(svc, queries, newVarying(stations), s.rate, etl.truth)
 	ld.start()
 	defer ld.stop()
+	live.startChurn()
+	etl.start(ctx, s.loadEvery)
 	nt, err := startNotifier(ctx, cluster, s.notifyEvery)
 	if err != nil {
 		return err
@@ -180,6 +195,7 @@ loop:
 			// come and go with the requests, a leak stays.
 			warm, phase = true, "start"
 			paused := time.Now()
+			live.pause()
 			ld.quiet()
 			end = end.Add(time.Since(paused)) // the load runs SOAK_DURATION after the baseline
 			if atStart, err = svc.cacheCounters(); err != nil {
@@ -188,27 +204,44 @@ loop:
 		}
 		err := take(phase)
 		ld.resume()
+		live.resume()
 		if err != nil {
 			return err
 		}
 		if time.Since(lastReport) >= time.Minute {
 			lastReport = time.Now()
 			sm := samples[len(samples)-1]
-			progress("%5s  %7d requests  %d failed  RSS %5.1f MiB  goroutines %d",
-				time.Since(began).Round(time.Second), sm.requests, sm.failures, mib(sm.rss), sm.goroutines)
+			progress("%5s  %7d requests  %d failed  RSS %5.1f MiB  goroutines %d  streams %d open, %d answers, %d loads",
+				time.Since(began).Round(time.Second), sm.requests, sm.failures, mib(sm.rss), sm.goroutines,
+				live.opened.Load()-live.closed.Load(), live.answers.Load(), etl.loads.Load())
 		}
 	}
 	ld.stop()
 	nt.stop()
+	etl.stop()
+	live.pause()
 	ld.quiet()
 	if err := take("end"); err != nil {
 		return err
 	}
 	counters, cacheErr := svc.cacheCounters()
+	// The held streams end now, from the client's side: the service must let them go.
+	live.stop()
+	streamsLeft := -1.0
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
+		m, err := svc.metricSums(streamMetrics...)
+		if err == nil {
+			live.service, streamsLeft = m, m["emsquery_streams_open"]
+		}
+		if streamsLeft == 0 {
+			break
+		}
+	}
 	exit, err := svc.stop()
 	rep := report(s, samples, ld, exit, err, time.Since(began))
 	rep.cache(counters, atStart, cacheErr, ld, nt.sent.Load())
 	rep.telemetry(collector, svc)
+	rep.live(live, etl, streamsLeft)
 	fmt.Print(rep.text)
 	if interrupted {
 		return errors.New("interrupted")
