@@ -4,6 +4,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -19,6 +20,7 @@ type loadGen struct {
 	svc     *service
 	queries []query
 	varying func() query
+	truth   *truth // the loads' records_count
 	rate    int
 	client  *http.Client
 	jobs    chan int
@@ -37,12 +39,16 @@ type loadGen struct {
 	examples             []string
 }
 
+// followsLoads is the one question of the mix the soak's loads change (records_count of all
+// records); the others' periods and stations leave the loaded records out.
+const followsLoads = "records_count"
+
 // workers bounds the requests in flight; a tick that finds them all busy is skipped and counted.
 const workers = 32
 
-func newLoad(svc *service, queries []query, varying func() query, rate int) *loadGen {
+func newLoad(svc *service, queries []query, varying func() query, rate int, t *truth) *loadGen {
 	return &loadGen{
-		svc: svc, queries: queries, varying: varying, rate: rate, cacheStatus: map[string]int64{},
+		truth: t, svc: svc, queries: queries, varying: varying, rate: rate, cacheStatus: map[string]int64{},
 		client: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: workers}},
 		jobs:   make(chan int), done: make(chan struct{}),
 		first: map[string][]byte{}, latencies: map[string][]time.Duration{}, errs: map[string]int{},
@@ -147,6 +153,24 @@ func (l *loadGen) do(q query) {
 	l.latencies[q.name] = append(l.latencies[q.name], took)
 	l.cacheStatus[resp.Header.Get("Cache-Status")]++
 	key := q.path + " " + q.body
+	if q.name == followsLoads {
+		// The loads change it: it must be the count of the data the request may have seen.
+		var r struct {
+			Data struct {
+				RecordsCount struct{ Count int64 } `json:"records_count"`
+			}
+		}
+		_ = json.Unmarshal(body, &r)
+		if _, ok := l.first[key]; !ok {
+			l.first[key] = body
+		}
+		if !l.truth.countBetween(r.Data.RecordsCount.Count, start, start.Add(took)) {
+			l.mu.Unlock()
+			l.fail("changed", fmt.Sprintf("%s: not the count of the data before or after a load: %.300s", q.name, body))
+			l.mu.Lock()
+		}
+		return
+	}
 	if f, ok := l.first[key]; !ok {
 		l.first[key] = body
 	} else if !bytes.Equal(f, body) {

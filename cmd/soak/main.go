@@ -2,10 +2,10 @@
 // stays healthy: no error at all, and flat memory (RSS) and goroutine count. It is `make soak`,
 // not part of `make test`.
 //
-// The code is split by job: settings.go (SOAK_*), data.go (the database and its NOTIFY),
-// questions.go (the mix), service.go (the binary, started by internal/launcher, and its samples),
-// load.go (the load and its answer checks), report.go (the verdict), and soak below, which runs
-// them in order.
+// The code is split by job: settings.go (SOAK_*), data.go (the database, its NOTIFY and the
+// ETL's loads), questions.go (the mix), streams.go (live answers), service.go (the binary,
+// started by internal/launcher, and its samples), load.go (the load and its answer checks),
+// report.go (the verdict), and soak below, which runs them in order.
 //
 // It builds the service, starts a throwaway PostgreSQL cluster (internal/pgtest) on the loopback
 // interface, loads the demo generator's data, starts an OTLP receiver of its own
@@ -21,18 +21,37 @@
 // after their first time, so one request in four is a question with drawn values (a period and
 // stations; seeded, so every run sends the same), most of them new (misses), and every
 // SOAK_NOTIFY_EVERY the soak sends a NOTIFY on the cache's channel, which drops every answer in
-// memory (an invalidation). The data does not change, so every answer must be 200 without errors
-// and byte for byte the answer the same question got the first time, from memory or not. The
+// memory (an invalidation). The mix's questions but records_count leave out the loaded records
+// (below), so every answer must be 200 without errors and byte for byte the answer the same
+// question got the first time, from memory or not; records_count must be the count of the data
+// before or after a load (the one before within 5 s of the load's commit). The
 // summary gives the service's own cache counters (hits, misses, coalesced, bypasses,
 // invalidations by reason, from its metrics) beside the Cache-Status headers the load saw; the
 // run fails when no answer came from memory, none was computed, or a NOTIFY was not seen.
+//
+// Live answers: before the load, 50 subscriptions over GraphQL over SSE (POST /graphql with
+// Accept: text/event-stream, graphql-sse's distinct connections mode, a connection each) are
+// opened and held the whole run: 20 of records_count, 10 of records_count of one station, 10 of
+// unique_counts of urgency from December 2025 to the end of 2026, 10 of station_resources; and
+// every SOAK_STREAM_EVERY one more is opened, of those questions in turn, and closed after 5 to
+// 30 s. Every SOAK_LOAD_EVERY the soak plays an ETL: in one transaction it inserts 1 to 20
+// records of that station dated 2026 (after the demo data's years, so only those questions and
+// the mix's records_count change), computes the streams' answers by SQL, and sends
+// NOTIFY emsquery_refresh, delivered at the commit. Every answer a stream gets must be SQL's
+// answer of the current data (or of the data before the last load, within 5 s of its commit),
+// differ from the stream's last answer (the service sends only changes) and carry no errors;
+// station_resources, which the loads leave as it is, must get its first answer and nothing
+// more; every stream open at a load's commit must have the new answer within 5 s (the delays
+// are reported); no stream may end or complete but by the soak's hand; and after the soak
+// closes them all, the service's emsquery_streams_open must come back to 0.
 //
 // Every 10 s it samples the process's VmRSS (/proc/<pid>/status, through internal/procstat) and
 // go_goroutine_count (the service's runtime metrics).
 //
 // Growth is judged between two quiet samples, taken with no request in flight (goroutines come
 // and go with requests; a leak stays): the baseline after a warm-up (a tenth of the run, 10 s to
-// 60 s; the load pauses for it) and the end after the load. The run fails when the end exceeds
+// 60 s; the load pauses for it, and the streams opened and closed during the run are closed;
+// the held ones stay open) and the end after the load, alike. The run fails when the end exceeds
 // the baseline by more than SOAK_MAX_RSS_GROWTH percent of RSS (at least 16 MiB) or
 // SOAK_MAX_GOROUTINE_GROWTH goroutines, when a request fails, when no span or metric export
 // arrives at the receiver or the service logs a failed export, or when the service does not
@@ -47,6 +66,8 @@
 //	SOAK_MAX_RSS_GROWTH        20      percent
 //	SOAK_MAX_GOROUTINE_GROWTH  5       goroutines
 //	SOAK_NOTIFY_EVERY          30s     how often a NOTIFY on the cache's channel is sent
+//	SOAK_LOAD_EVERY            1m      how often a load (INSERT, then NOTIFY) is committed
+//	SOAK_STREAM_EVERY          2s      how often a stream is opened (and closed 5 to 30 s later)
 //
 // The load only ever goes to 127.0.0.1, stops by itself after SOAK_DURATION, and Ctrl-C ends it
 // early (the cluster and the service are stopped either way).
@@ -132,9 +153,24 @@ func soak(ctx context.Context, s settings) error {
 	warmup := min(max(s.duration/10, 10*time.Second), time.Minute)
 	progress("load: %d req/s of %d fixed questions and drawn ones (one in %d) for %s after a %s warm-up, a NOTIFY every %s; pid %d",
 		s.rate, len(queries), varyingEvery, s.duration, warmup, s.notifyEvery, svc.proc.PID())
-	ld := newLoad(svc, queries, newVarying(stations), s.rate)
+	etl, err := newETL(ctx, cluster, stations, mixStation)
+	if err != nil {
+		return err
+	}
+	defer etl.stop()
+	live := newStreams(svc, liveQuestions(etl.station), etl.truth, s.churnEvery)
+	etl.live = live
+	defer live.stop()
+	progress("live answers: %d streams held over %d questions, one more opened every %s for 5 to 30 s; a load of 1 to 20 records into %s (then NOTIFY) every %s",
+		live.heldCount(), len(live.qs), s.churnEvery, etl.station, s.loadEvery)
+	if err := live.hold(); err != nil {
+		return err
+	}
+	ld := newLoad(svc, queries, newVarying(stations), s.rate, etl.truth)
 	ld.start()
 	defer ld.stop()
+	live.startChurn()
+	etl.start(ctx, s.loadEvery)
 	nt, err := startNotifier(ctx, cluster, s.notifyEvery)
 	if err != nil {
 		return err
@@ -180,6 +216,7 @@ loop:
 			// come and go with the requests, a leak stays.
 			warm, phase = true, "start"
 			paused := time.Now()
+			live.pause()
 			ld.quiet()
 			end = end.Add(time.Since(paused)) // the load runs SOAK_DURATION after the baseline
 			if atStart, err = svc.cacheCounters(); err != nil {
@@ -188,27 +225,44 @@ loop:
 		}
 		err := take(phase)
 		ld.resume()
+		live.resume()
 		if err != nil {
 			return err
 		}
 		if time.Since(lastReport) >= time.Minute {
 			lastReport = time.Now()
 			sm := samples[len(samples)-1]
-			progress("%5s  %7d requests  %d failed  RSS %5.1f MiB  goroutines %d",
-				time.Since(began).Round(time.Second), sm.requests, sm.failures, mib(sm.rss), sm.goroutines)
+			progress("%5s  %7d requests  %d failed  RSS %5.1f MiB  goroutines %d  streams %d open, %d answers, %d loads",
+				time.Since(began).Round(time.Second), sm.requests, sm.failures, mib(sm.rss), sm.goroutines,
+				live.opened.Load()-live.closed.Load(), live.answers.Load(), etl.loads.Load())
 		}
 	}
 	ld.stop()
 	nt.stop()
+	etl.stop()
+	live.pause()
 	ld.quiet()
 	if err := take("end"); err != nil {
 		return err
 	}
 	counters, cacheErr := svc.cacheCounters()
+	// The held streams end now, from the client's side: the service must let them go.
+	live.stop()
+	streamsLeft := -1.0
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
+		m, err := svc.metricSums(streamMetrics...)
+		if err == nil {
+			live.service, streamsLeft = m, m["emsquery_streams_open"]
+		}
+		if streamsLeft == 0 {
+			break
+		}
+	}
 	exit, err := svc.stop()
 	rep := report(s, samples, ld, exit, err, time.Since(began))
 	rep.cache(counters, atStart, cacheErr, ld, nt.sent.Load())
 	rep.telemetry(collector, svc)
+	rep.live(live, etl, streamsLeft)
 	fmt.Print(rep.text)
 	if interrupted {
 		return errors.New("interrupted")

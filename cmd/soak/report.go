@@ -145,3 +145,52 @@ func report(s settings, samples []sample, l *loadGen, exit int, stopErr error, r
 	r.text = b.String()
 	return r
 }
+
+// live adds the streams' figures: streams held and churned, events, the loads and each
+// stream's delay to the new answer after a load's commit; and fails the run on any stream
+// problem, a failed load, no load at all, or streams the service still counts open after the
+// client closed them all.
+func (r *result) live(s *streams, e *etl, left float64) {
+	var b strings.Builder
+	held := s.heldCount()
+	fmt.Fprintf(&b, "streams: %d held the whole run (", held)
+	for i, q := range s.qs {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%d %s", heldStreams[i], q.name)
+	}
+	fmt.Fprintf(&b, "); %d opened and closed during the run; %d answers (next events), %d heartbeats\n",
+		s.opened.Load()-int64(held), s.answers.Load(), s.comments.Load())
+	fmt.Fprintf(&b, "loads: %d (%d records inserted, each load committed with NOTIFY), %d failed\n", e.loads.Load(), e.rows, e.failed.Load())
+	s.mu.Lock()
+	d := slices.Clone(s.delays)
+	s.mu.Unlock()
+	slices.Sort(d)
+	if len(d) > 0 {
+		pct := func(p float64) time.Duration { return d[min(len(d)-1, int(p*float64(len(d))))] }
+		fmt.Fprintf(&b, "new answer after a load's commit: %d stream-loads, p50 %s, p99 %s, max %s (bound %s)\n",
+			len(d), pct(0.5).Round(time.Millisecond), pct(0.99).Round(time.Millisecond), d[len(d)-1].Round(time.Millisecond), loadBound)
+	}
+	if m := s.service; m != nil {
+		fmt.Fprintf(&b, "streams (service metrics): %.0f answers pushed, %.0f recomputations; %.0f open after the soak closed its streams\n",
+			m["emsquery_streams_pushes_total"], m["emsquery_streams_recomputations_total"], left)
+	}
+	problems, examples := s.problems()
+	for _, e := range examples {
+		fmt.Fprintf(&b, "  stream error: %s\n", e)
+	}
+	r.problems = append(r.problems, problems...)
+	switch {
+	case e.loads.Load() == 0:
+		r.problems = append(r.problems, "no load was committed")
+	case e.failed.Load() > 0:
+		r.problems = append(r.problems, fmt.Sprintf("%d loads failed", e.failed.Load()))
+	case len(d) == 0:
+		r.problems = append(r.problems, "no stream was checked after a load")
+	}
+	if left != 0 {
+		r.problems = append(r.problems, fmt.Sprintf("the service counts %.0f streams open after the soak closed them all", left))
+	}
+	r.text += b.String()
+}

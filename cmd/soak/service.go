@@ -174,3 +174,33 @@ func (s *service) cacheCounters() (map[string]int64, error) {
 	}
 	return out, nil
 }
+
+// metricSums reads the service's Prometheus endpoint and sums each of names (the whole metric
+// name, as exposed) over its label sets.
+func (s *service) metricSums(names ...string) (map[string]float64, error) {
+	resp, err := http.Get(s.metrics)
+	if err != nil {
+		return nil, fmt.Errorf("scrape the service's metrics: %w", err)
+	}
+	defer resp.Body.Close()
+	out := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		end := strings.IndexAny(line, "{ ")
+		if end < 0 || !slices.Contains(names, line[:end]) {
+			continue
+		}
+		f := strings.Fields(line)
+		v, err := strconv.ParseFloat(f[len(f)-1], 64)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", line, err)
+		}
+		out[line[:end]] += v
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("read the service's metrics: %w", err)
+	}
+	return out, nil
+}

@@ -17,15 +17,19 @@ type settings struct {
 	maxRSSGrowth   float64
 	maxGoroutineUp int
 	notifyEvery    time.Duration
+	loadEvery      time.Duration
+	churnEvery     time.Duration
 }
 
 func readSettings() (settings, error) {
-	s := settings{duration: 10 * time.Minute, rate: 50, records: 200_000, maxRSSGrowth: 20, maxGoroutineUp: 5, notifyEvery: 30 * time.Second}
+	s := settings{duration: 10 * time.Minute, rate: 50, records: 200_000, maxRSSGrowth: 20, maxGoroutineUp: 5, notifyEvery: 30 * time.Second,
+		loadEvery: time.Minute, churnEvery: 2 * time.Second}
 	var errs []error
 	for _, d := range []struct {
 		name string
 		dst  *time.Duration
-	}{{"SOAK_DURATION", &s.duration}, {"SOAK_NOTIFY_EVERY", &s.notifyEvery}} {
+	}{{"SOAK_DURATION", &s.duration}, {"SOAK_NOTIFY_EVERY", &s.notifyEvery},
+		{"SOAK_LOAD_EVERY", &s.loadEvery}, {"SOAK_STREAM_EVERY", &s.churnEvery}} {
 		if v := os.Getenv(d.name); v != "" {
 			t, err := time.ParseDuration(v)
 			if err != nil || t <= 0 {
