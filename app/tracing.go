@@ -136,6 +136,8 @@ func (headerCarrier) Set(string, string) {}
 
 func (hc headerCarrier) Keys() []string {
 	var keys []string
-	hc.h.VisitAll(func(k, _ []byte) { keys = append(keys, string(k)) })
+	for k := range hc.h.All() {
+		keys = append(keys, string(k))
+	}
 	return keys
 }

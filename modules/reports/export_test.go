@@ -266,8 +266,9 @@ func TestExportBadArguments(t *testing.T) {
 	if resp, body := small.Get(t, exportPath+"?"+ok+"&filter=station:IN:"+url.QueryEscape(manyValues(3)), exportHeaders(small)); resp.StatusCode != 200 {
 		t.Errorf("three values: %d %s", resp.StatusCode, body)
 	}
-	// A colon in the value is part of it.
-	resp, body = e.svc.Get(t, exportPath+"?"+ok+"&filter=occurred_at:GREATER_THAN_OR_EQUAL:2024-03-15 00:00:01", exportHeaders(e.svc))
+	// A colon in the value is part of it (the space escaped: fasthttp refuses a raw one in the
+	// request line as malformed).
+	resp, body = e.svc.Get(t, exportPath+"?"+ok+"&filter=occurred_at:GREATER_THAN_OR_EQUAL:2024-03-15%2000:00:01", exportHeaders(e.svc))
 	if resp.StatusCode != 200 {
 		t.Errorf("value with colons: %d %s", resp.StatusCode, body)
 	}

@@ -261,7 +261,7 @@ func (c compiler) fields(def *ast.Definition, sel ast.SelectionSet, gt reflect.T
 			continue
 		}
 		written[f.Alias] = true
-		if f.Deferrable != nil {
+		if len(f.Deferrables) > 0 { // in a @defer fragment: the general path answers it
 			return nil, false
 		}
 		var key []byte

@@ -23,8 +23,10 @@ import (
 //   - a body over the limit is no longer refused by fasthttp, which leaves it to the handler;
 //   - Request.Body() reads the rest of a streamed body whole, whatever its size, and a read
 //     that fails (a client that stops sending) leaves the error's text as the body;
-//   - a body the handler did not read to its end stays on the connection, where fasthttp takes
-//     its bytes for the next request.
+//   - a body the handler did not read to its end stays on the connection: fasthttp (v1.78)
+//     drains up to 256 KiB of it after the answer, waiting for the client to send them,
+//     and closes when more is left; a withheld body (below), which fasthttp was told is empty,
+//     it would take for the next request.
 //
 // So StreamBodies sets the server up: before fasthttp reads a byte of a body, it withholds one
 // larger than the limit and one that comes without a valid key (fasthttp is told there is
