@@ -231,13 +231,15 @@ func TestRequestLimitWaitEndsWithTheRequest(t *testing.T) {
 	db, _ := open(t, cfg)
 	ctx, cancel := context.WithTimeout(WithRequestLimit(context.Background(), 1), 2*time.Second)
 	defer cancel()
-	release := make(chan struct{})
+	release, holding := make(chan struct{}), make(chan struct{})
 	done := make(chan error, 1)
 	go func() {
 		var one int
-		done <- db.ForEachRow(ctx, "t", "SELECT 1", nil, []any{&one}, func() error { <-release; return nil })
+		done <- db.ForEachRow(ctx, "t", "SELECT 1", nil, []any{&one}, func() error { close(holding); <-release; return nil })
 	}()
-	time.Sleep(50 * time.Millisecond)
+	// The first statement holds the request's one slot (it is reading its row) before the
+	// second asks: on a loaded machine a fixed sleep let the second go first.
+	<-holding
 	second := make(chan error, 1)
 	go func() {
 		var one int
