@@ -231,6 +231,12 @@ func TestRequestLimitWaitEndsWithTheRequest(t *testing.T) {
 	db, _ := open(t, cfg)
 	ctx, cancel := context.WithTimeout(WithRequestLimit(context.Background(), 1), 2*time.Second)
 	defer cancel()
+	// A connection ready first: on a loaded machine, opening one can take longer than the
+	// 100 ms pool timeout set here, and the test is of the wait for the request's slot.
+	var warm int
+	if err := db.QueryRow(context.Background(), "t", "SELECT 1", nil, &warm); err != nil {
+		t.Fatal(err)
+	}
 	release, holding := make(chan struct{}), make(chan struct{})
 	done := make(chan error, 1)
 	go func() {
@@ -239,7 +245,11 @@ func TestRequestLimitWaitEndsWithTheRequest(t *testing.T) {
 	}()
 	// The first statement holds the request's one slot (it is reading its row) before the
 	// second asks: on a loaded machine a fixed sleep let the second go first.
-	<-holding
+	select {
+	case <-holding:
+	case err := <-done:
+		t.Fatalf("the first statement ended before it held the slot: %v", err)
+	}
 	second := make(chan error, 1)
 	go func() {
 		var one int
