@@ -332,7 +332,12 @@ func measure(ctx context.Context, bin, tmp string, s *dataSet, w workload, conc 
 		rounds = max(min(o.rounds, minRounds), min(rounds, int(o.duration/(4*longest))))
 	}
 	slice := o.duration / time.Duration(rounds)
+	// The service's rate over the bare server's within each round, whose two slices ran back to
+	// back: the light path's figure is their median, which a burst of other work on the shared
+	// machine moves less than it moves the two sums.
+	var floorRatios []float64
 	for i := range rounds {
+		var svcRPS float64
 		for j, sd := range sides {
 			var profiled chan error
 			if j == 0 && o.profile != "" && i == 0 {
@@ -367,6 +372,12 @@ func measure(ctx context.Context, bin, tmp string, s *dataSet, w workload, conc 
 					return r, err
 				}
 			}
+			if j == 0 {
+				svcRPS = m.RPS()
+			}
+			if j == 3 && m.RPS() > 0 {
+				floorRatios = append(floorRatios, svcRPS/m.RPS())
+			}
 			if i == 0 {
 				sd.m = m
 			} else {
@@ -381,6 +392,7 @@ func measure(ctx context.Context, bin, tmp string, s *dataSet, w workload, conc 
 	r.SvcDB, r.SvcDriver, r.HandDB, r.HandDriver = sides[0].db, sides[0].driver, sides[1].db, sides[1].driver
 	if len(sides) > 3 {
 		r.Floor = &sides[3].m
+		r.FloorRatios = floorRatios
 	}
 	if r.PeakRSS, err = sampler.Stop(true); err != nil {
 		return r, fmt.Errorf("peak RSS: %w", err)
