@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -710,4 +711,77 @@ func TestCheckNamesWhatIsMissing(t *testing.T) {
 			t.Errorf("tables %v, rows %+v", tx.Tables, tx.Rows)
 		}
 	})
+}
+
+// waitFor reads events until one of kind, failing on a commit in between when strict.
+func waitFor(t *testing.T, rec *recorder, kind string, within time.Duration) event {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		ev := rec.next(t, time.Until(deadline))
+		if ev.kind == kind {
+			return ev
+		}
+		if ev.kind != "commit" {
+			t.Fatalf("got %s (%v) waiting for %s", ev.kind, ev.err, kind)
+		}
+	}
+}
+
+func TestServerRestarted(t *testing.T) {
+	t.Parallel()
+	c := pgtest.New(t, logical)
+	e := newEnv(t, c, standard)
+	rec := newRecorder()
+	src := start(t, e, rec)
+	if err := c.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	lost := waitFor(t, rec, "lost", 10*time.Second)
+	// Down for a while: reconnecting fails, with a growing pause, and is reported in the state.
+	time.Sleep(time.Second)
+	if st := src.State(); st.Streaming || st.Failures != 1 || st.Err == nil {
+		t.Errorf("while down: %+v", st)
+	}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	resumed := waitFor(t, rec, "resumed", 20*time.Second)
+	if !resumed.when.After(lost.when) {
+		t.Error("resumed before lost")
+	}
+	e.exec(t, inserts[0].sql)
+	if tx := rec.commit(t); !tx.Changed("dim_station") {
+		t.Errorf("after the restart: %v", tx.Tables)
+	}
+}
+
+func TestSilentServerIsLeft(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, pgtest.SharedWith(t, logical), standard)
+	rec := newRecorder()
+	src := start(t, e, rec)
+	conn := e.superConn(t)
+	var pid int
+	oldSlot := src.State().Slot
+	if err := conn.QueryRow(context.Background(), "SELECT active_pid FROM pg_replication_slots WHERE slot_name = $1", oldSlot).Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	// The walsender stops answering without closing the connection, as a server or network
+	// gone silent would.
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGCONT) })
+	lost := waitFor(t, rec, "lost", 10*time.Second)
+	if !strings.Contains(lost.err.Error(), "no message from the server") {
+		t.Errorf("lost: %v", lost.err)
+	}
+	waitFor(t, rec, "resumed", 10*time.Second)
+	_ = syscall.Kill(pid, syscall.SIGCONT)
+	waitSlotGone(t, e, oldSlot) // the walsender, woken, finds its connection closed
+	e.exec(t, inserts[0].sql)
+	if tx := rec.commit(t); !tx.Changed("dim_station") {
+		t.Errorf("after the recovery: %v", tx.Tables)
+	}
 }
