@@ -223,6 +223,10 @@ type Transaction struct {
 	LSN, End LSN
 	// Time is the commit's time on the server.
 	Time time.Time
+	// Xid is the transaction's id (its low 32 bits): a snapshot taken on the primary or a
+	// standby says whether it saw the transaction (delta.Snapshot.Sees), which lets a count
+	// read from the database be followed from exactly the transactions it did not include.
+	Xid uint32
 	// Tables are the followed tables the transaction changed (TRUNCATE included), each once,
 	// in the order of Options.Tables then OptionalTables.
 	Tables []string

@@ -343,7 +343,7 @@ func (st *stream) decode(data []byte) (err error) {
 	case *pglogrepl.TypeMessage:
 		st.types[m.DataType] = m.Namespace + "." + m.Name
 	case *pglogrepl.BeginMessage:
-		st.inTx, st.tx, st.bytes = true, &Transaction{}, 0
+		st.inTx, st.tx, st.bytes = true, &Transaction{Xid: m.Xid}, 0
 		clear(st.changed)
 	case *pglogrepl.InsertMessage:
 		if rel := st.rels[m.RelationID]; rel != nil {
