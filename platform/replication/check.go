@@ -54,7 +54,7 @@ func (e *MissingError) Error() string {
 // (the server unreachable); what is missing is in the Report.
 func Check(ctx context.Context, opts Options) (*Report, error) {
 	opts = opts.withDefaults()
-	conn, err := connect(ctx, opts.Conn)
+	conn, err := connect(ctx, connConfig(opts))
 	if err != nil {
 		return nil, fmt.Errorf("replication check: %w", err)
 	}
@@ -73,6 +73,15 @@ func connect(ctx context.Context, cfg *pgx.ConnConfig) (*pgx.Conn, error) {
 	cc.Fallbacks = nil
 	cc.RuntimeParams["application_name"] = "emsquery replication check"
 	return pgx.ConnectConfig(ctx, cc)
+}
+
+// connConfig is opts.Conn with the search_path of opts.Schema.
+func connConfig(opts Options) *pgx.ConnConfig {
+	cc := opts.Conn.Copy()
+	if opts.Schema != "" {
+		cc.RuntimeParams["search_path"] = pgx.Identifier{opts.Schema}.Sanitize()
+	}
+	return cc
 }
 
 func check(ctx context.Context, conn *pgx.Conn, opts Options) (*Report, error) {

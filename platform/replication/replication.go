@@ -50,9 +50,15 @@ const (
 // Options is what Start and Check need. Only Conn is required.
 type Options struct {
 	// Conn reaches the primary as the service's role (the pool's settings: host, credentials,
-	// TLS, search_path). It is copied, never changed. Fallback hosts are ignored: the slot lives
-	// on the one server Conn names first.
+	// TLS, runtime parameters), directly: a replication connection cannot pass a pooler such as
+	// PgBouncer. It is copied, never changed. Fallback hosts are ignored: the slot lives on the
+	// one server Conn names first. Its runtime parameters hold for the replication session too,
+	// and the values' text depends on some of them as on the pool's (DateStyle for dates and
+	// timestamps, extra_float_digits for floats): give the pool's.
 	Conn *pgx.ConnConfig
+	// Schema, when not empty, is the search_path the tables are looked up in (DATABASE__SCHEMA);
+	// otherwise Conn's search_path.
+	Schema string
 	// Publication is the publication to follow (CACHE__PUBLICATION); DefaultPublication when empty.
 	Publication string
 	// Tables to follow (Tables when nil) and OptionalTables (when nil: OptionalTables), as the

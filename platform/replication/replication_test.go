@@ -785,3 +785,29 @@ func TestSilentServerIsLeft(t *testing.T) {
 		t.Errorf("after the recovery: %v", tx.Tables)
 	}
 }
+
+func TestConnectionSettings(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, pgtest.SharedWith(t, logical), setup{replication: true})
+	e.exec(t, "CREATE SCHEMA analytics; SET search_path = analytics;\n"+schema.DDL)
+	e.exec(t, fmt.Sprintf("GRANT USAGE ON SCHEMA analytics TO %s; GRANT SELECT ON ALL TABLES IN SCHEMA analytics TO %s", e.role, e.role))
+	e.exec(t, "CREATE PUBLICATION emsquery FOR TABLE public.dim_station, analytics.dim_station, analytics.dim_resource, analytics.dim_patient, analytics.fact_record, analytics.fact_oxygen")
+	e.opts.Schema = "analytics"
+	// The pool's settings: a statement timeout the stream must outlive, and a DateStyle the
+	// values' text follows.
+	e.opts.Conn.RuntimeParams["statement_timeout"] = "100"
+	e.opts.Conn.RuntimeParams["DateStyle"] = "SQL, DMY"
+	rec := newRecorder()
+	start(t, e, rec)
+	time.Sleep(300 * time.Millisecond)
+	e.exec(t, "INSERT INTO public.dim_station VALUES (1, 'elsewhere')")
+	e.exec(t, "INSERT INTO analytics.dim_patient (sk_patient, date_of_birth) VALUES (1, '1982-03-04')")
+	tx := rec.commit(t)
+	if !slices.Equal(tx.Tables, []string{"dim_patient"}) || tx.Rows[0].Relation.Schema != "analytics" {
+		t.Fatalf("tables %v, rows %+v", tx.Tables, tx.Rows)
+	}
+	if v := tx.Rows[0].New[2]; v.Text != "04/03/1982" {
+		t.Errorf("date_of_birth %+v, want it in the connection's DateStyle (SQL, DMY)", v)
+	}
+	rec.none(t, 300*time.Millisecond)
+}

@@ -166,7 +166,7 @@ type stream struct {
 func (s *Source) connect(ctx context.Context) (*stream, error) {
 	ctx, cancel := context.WithTimeout(ctx, slotTimeout)
 	defer cancel()
-	conn, err := connect(ctx, s.opts.Conn)
+	conn, err := connect(ctx, connConfig(s.opts))
 	if err != nil {
 		return nil, fmt.Errorf("replication check: %w", err)
 	}
@@ -195,10 +195,14 @@ func (s *Source) connect(ctx context.Context) (*stream, error) {
 	}
 	st.changed = make([]bool, len(names))
 
-	cfg := s.opts.Conn.Config.Copy()
+	cfg := connConfig(s.opts).Config.Copy()
 	cfg.Fallbacks, cfg.ValidateConnect, cfg.AfterConnect = nil, nil, nil
 	cfg.RuntimeParams["replication"] = "database"
 	cfg.RuntimeParams["application_name"] = "emsquery replication"
+	// The stream is one command that lasts as long as the service: the pool's statement
+	// timeout must not end it (PostgreSQL 15 does not apply it to replication commands; no
+	// version shall).
+	cfg.RuntimeParams["statement_timeout"] = "0"
 	// Receiving waits with a deadline; the default handler turns it into a read deadline on
 	// the socket, which leaves the connection usable (a cancel request would not).
 	cfg.BuildContextWatcherHandler = func(c *pgconn.PgConn) ctxwatch.Handler {
