@@ -3,8 +3,11 @@ package replication_test
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/emsanalytics/emsquery/internal/pgtest"
 	"github.com/emsanalytics/emsquery/platform/replication"
@@ -130,6 +133,30 @@ func TestReplayedOnAStandby(t *testing.T) {
 	pos, isStandby, err := replication.ReplayPosition(ctx, sconn)
 	if err != nil || !isStandby || pos < tx.End {
 		t.Errorf("standby replay position %s (%v, %v), commit end %s", pos, isStandby, err, tx.End)
+	}
+
+	// The standby alone: no primary to make the slot on.
+	onStandby := e.opts
+	onStandby.Conn = e.opts.Conn.Copy()
+	onStandby.Conn.Port = uint16(standby.Port())
+	r, err := replication.Check(ctx, onStandby)
+	if err != nil || len(r.Missing) != 1 || !strings.Contains(r.Missing[0], "no host is a primary") {
+		t.Errorf("check on the standby: %+v, %v", r, err)
+	}
+	// The standby first, then the primary (DATABASE__HOST=standby,primary): the slot goes to
+	// the primary.
+	both := onStandby
+	both.Conn = onStandby.Conn.Copy()
+	both.Conn.Fallbacks = []*pgconn.FallbackConfig{{Host: primary.Host(), Port: uint16(primary.Port())}}
+	rec2 := newRecorder()
+	src := start(t, &env{c: primary, db: e.db, opts: both}, rec2)
+	e.exec(t, "INSERT INTO dim_station VALUES (2, 'zwei')")
+	if tx := rec2.commit(t); !tx.Changed("dim_station") {
+		t.Errorf("through the host list: %v", tx.Tables)
+	}
+	var n int
+	if err := pconn.QueryRow(ctx, "SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1", src.State().Slot).Scan(&n); err != nil || n != 1 {
+		t.Errorf("slot on the primary: %d, %v", n, err)
 	}
 }
 

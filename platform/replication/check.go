@@ -2,10 +2,12 @@ package replication
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Report is what Check found.
@@ -55,6 +57,9 @@ func (e *MissingError) Error() string {
 func Check(ctx context.Context, opts Options) (*Report, error) {
 	opts = opts.withDefaults()
 	conn, err := connect(ctx, connConfig(opts))
+	if errors.Is(err, pgconn.ErrStandbyConnection) {
+		return &Report{Missing: []string{errNoPrimary}}, nil
+	}
 	if err != nil {
 		return nil, fmt.Errorf("replication check: %w", err)
 	}
@@ -70,10 +75,13 @@ func Check(ctx context.Context, opts Options) (*Report, error) {
 // and per poll) with cfg's settings.
 func connect(ctx context.Context, cfg *pgx.ConnConfig) (*pgx.Conn, error) {
 	cc := cfg.Copy()
-	cc.Fallbacks = nil
+	cc.ValidateConnect = pgconn.ValidateConnectTargetSessionAttrsPrimary
 	cc.RuntimeParams["application_name"] = "emsquery replication check"
 	return pgx.ConnectConfig(ctx, cc)
 }
+
+// errNoPrimary is what Check reports when every host answered as a standby.
+const errNoPrimary = "no host is a primary (each answered as a standby, in recovery): the slot needs the primary"
 
 // connConfig is opts.Conn with the search_path of opts.Schema.
 func connConfig(opts Options) *pgx.ConnConfig {
@@ -101,7 +109,7 @@ FROM pg_roles r WHERE r.rolname = current_user`
 		r.Missing = append(r.Missing, fmt.Sprintf("the server's wal_level is %s, not logical (ALTER SYSTEM SET wal_level = logical; then restart PostgreSQL)", walLevel))
 	}
 	if standby {
-		r.Missing = append(r.Missing, "the server is a standby (in recovery): the slot needs the primary (DATABASE__HOST's first host)")
+		r.Missing = append(r.Missing, "the server is a standby (in recovery): the slot needs the primary")
 	}
 	role := ident(r.Role)
 	if !replication {

@@ -51,8 +51,9 @@ const (
 type Options struct {
 	// Conn reaches the primary as the service's role (the pool's settings: host, credentials,
 	// TLS, runtime parameters), directly: a replication connection cannot pass a pooler such as
-	// PgBouncer. It is copied, never changed. Fallback hosts are ignored: the slot lives on the
-	// one server Conn names first. Its runtime parameters hold for the replication session too,
+	// PgBouncer. It is copied, never changed. With several hosts (Fallbacks) the slot is made on
+	// the one that is the primary (target_session_attrs=primary), on each reconnection again,
+	// so it follows a failover. Its runtime parameters hold for the replication session too,
 	// and the values' text depends on some of them as on the pool's (DateStyle for dates and
 	// timestamps, extra_float_digits for floats): give the pool's.
 	Conn *pgx.ConnConfig

@@ -173,8 +173,8 @@ func start(t *testing.T, e *env, h replication.Handler) *replication.Source {
 	if err != nil {
 		t.Fatal(err)
 	}
-	slot := src.State().Slot
 	t.Cleanup(func() {
+		slot := src.State().Slot // the last one, after any reconnection
 		src.Close()
 		// The server drops a temporary slot when the walsender exits, a moment after the
 		// connection closed; the database cannot be dropped before.
@@ -758,7 +758,9 @@ func TestServerRestarted(t *testing.T) {
 
 func TestSilentServerIsLeft(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, pgtest.SharedWith(t, logical), standard)
+	// A cluster of its own: a stopped process blocks what waits for every process to answer
+	// (DROP DATABASE's barrier), and creating a slot waits for that.
+	e := newEnv(t, pgtest.New(t, logical), standard)
 	rec := newRecorder()
 	src := start(t, e, rec)
 	conn := e.superConn(t)
@@ -777,7 +779,14 @@ func TestSilentServerIsLeft(t *testing.T) {
 	if !strings.Contains(lost.err.Error(), "no message from the server") {
 		t.Errorf("lost: %v", lost.err)
 	}
-	waitFor(t, rec, "resumed", 10*time.Second)
+	select {
+	case ev := <-rec.ch:
+		if ev.kind != "resumed" {
+			t.Fatalf("%s (%v), want resumed", ev.kind, ev.err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("not resumed within 30 s: %+v", src.State())
+	}
 	_ = syscall.Kill(pid, syscall.SIGCONT)
 	waitSlotGone(t, e, oldSlot) // the walsender, woken, finds its connection closed
 	e.exec(t, inserts[0].sql)

@@ -167,6 +167,9 @@ func (s *Source) connect(ctx context.Context) (*stream, error) {
 	ctx, cancel := context.WithTimeout(ctx, slotTimeout)
 	defer cancel()
 	conn, err := connect(ctx, connConfig(s.opts))
+	if errors.Is(err, pgconn.ErrStandbyConnection) {
+		return nil, &MissingError{Missing: []string{errNoPrimary}}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("replication check: %w", err)
 	}
@@ -196,7 +199,7 @@ func (s *Source) connect(ctx context.Context) (*stream, error) {
 	st.changed = make([]bool, len(names))
 
 	cfg := connConfig(s.opts).Config.Copy()
-	cfg.Fallbacks, cfg.ValidateConnect, cfg.AfterConnect = nil, nil, nil
+	cfg.ValidateConnect, cfg.AfterConnect = pgconn.ValidateConnectTargetSessionAttrsPrimary, nil
 	cfg.RuntimeParams["replication"] = "database"
 	cfg.RuntimeParams["application_name"] = "emsquery replication"
 	// The stream is one command that lasts as long as the service: the pool's statement
