@@ -96,7 +96,9 @@ func (s *Source) State() State {
 
 func (s *Source) run(ctx context.Context, st *stream) {
 	defer close(s.done)
+	pause := s.opts.RetryFirst
 	for {
+		began := time.Now()
 		err := st.run(ctx)
 		st.close()
 		if ctx.Err() != nil {
@@ -106,10 +108,14 @@ func (s *Source) run(ctx context.Context, st *stream) {
 		s.state.Streaming, s.state.Since, s.state.Err = false, time.Now(), err
 		s.state.Failures++
 		s.mu.Unlock()
-		s.opts.Logger.Error("replication: stream lost; nothing kept is served until it is back", "err", err)
+		s.opts.Logger.Error("replication: stream lost", "err", err, "slot", st.slot)
 		s.h.Lost(err)
 
-		pause := s.opts.RetryFirst
+		// A stream that failed soon after it started keeps the pause growing: each new slot
+		// costs the server a wait, and the handler a drop of everything.
+		if time.Since(began) > 2*s.opts.RetryLast {
+			pause = s.opts.RetryFirst
+		}
 		for {
 			select {
 			case <-ctx.Done():
@@ -133,7 +139,7 @@ func (s *Source) run(ctx context.Context, st *stream) {
 		s.state.Streaming, s.state.Since, s.state.Slot, s.state.Position = true, time.Now(), st.slot, st.at
 		s.state.Recoveries++
 		s.mu.Unlock()
-		s.opts.Logger.Info("replication: stream back; everything kept before is dropped", "slot", st.slot, "from", st.at.String())
+		s.opts.Logger.Info("replication: stream back on a new slot; changes since the loss were not seen", "slot", st.slot, "from", st.at.String())
 		s.h.Resumed(st.at)
 	}
 }
