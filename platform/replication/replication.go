@@ -41,6 +41,7 @@ const DefaultPublication = "emsquery"
 // Defaults of Options' durations and bounds.
 const (
 	DefaultStatusInterval      = 10 * time.Second
+	DefaultSilenceTimeout      = 30 * time.Second
 	DefaultRetryFirst          = 250 * time.Millisecond
 	DefaultRetryLast           = 15 * time.Second
 	DefaultMaxTransactionRows  = 100_000
@@ -68,6 +69,11 @@ type Options struct {
 	// StatusInterval is how often the position processed is reported to the server, which
 	// also keeps wal_sender_timeout (60 s by default) from ending a quiet stream.
 	StatusInterval time.Duration
+	// SilenceTimeout: a stream that has received nothing for this long, although every status
+	// update asks the server for a reply, is taken for dead (a server or network gone silent
+	// without closing the connection) and replaced. A busy server (decoding a large
+	// transaction on a loaded machine) may be slow to reply, so it is generous.
+	SilenceTimeout time.Duration
 	// RetryFirst and RetryLast bound the pause before reconnecting, doubled after each failure.
 	RetryFirst, RetryLast time.Duration
 	// MaxTransactionRows and MaxTransactionBytes bound the rows (and their values' bytes) kept
@@ -90,6 +96,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.StatusInterval <= 0 {
 		o.StatusInterval = DefaultStatusInterval
+	}
+	if o.SilenceTimeout <= 0 {
+		o.SilenceTimeout = DefaultSilenceTimeout
 	}
 	if o.RetryFirst <= 0 {
 		o.RetryFirst = DefaultRetryFirst

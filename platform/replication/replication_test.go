@@ -36,12 +36,12 @@ type env struct {
 	opts replication.Options
 }
 
-func (e *env) exec(t *testing.T, sql string, args ...any) {
+func (e *env) exec(t testing.TB, sql string, args ...any) {
 	t.Helper()
 	e.execIn(t, e.db, sql, args...)
 }
 
-func (e *env) execIn(t *testing.T, db, sql string, args ...any) {
+func (e *env) execIn(t testing.TB, db, sql string, args ...any) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -51,7 +51,7 @@ func (e *env) execIn(t *testing.T, db, sql string, args ...any) {
 }
 
 // superConn is a superuser connection to the test database, closed at the end of the test.
-func (e *env) superConn(t *testing.T) *pgx.Conn {
+func (e *env) superConn(t testing.TB) *pgx.Conn {
 	t.Helper()
 	cfg, err := e.c.ConnConfig(e.db)
 	if err != nil {
@@ -74,7 +74,7 @@ type setup struct {
 
 var standard = setup{publication: "FOR TABLE dim_station, dim_resource, dim_patient, fact_record, fact_oxygen", replication: true}
 
-func newEnv(t *testing.T, c *pgtest.Cluster, s setup) *env {
+func newEnv(t testing.TB, c *pgtest.Cluster, s setup) *env {
 	t.Helper()
 	e := &env{c: c}
 	b := make([]byte, 5)
@@ -165,7 +165,7 @@ func (r *recorder) none(t *testing.T, d time.Duration) {
 	}
 }
 
-func start(t *testing.T, e *env, h replication.Handler) *replication.Source {
+func start(t testing.TB, e *env, h replication.Handler) *replication.Source {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -184,7 +184,7 @@ func start(t *testing.T, e *env, h replication.Handler) *replication.Source {
 }
 
 // waitSlotGone waits until the slot left pg_replication_slots.
-func waitSlotGone(t *testing.T, e *env, slot string) {
+func waitSlotGone(t testing.TB, e *env, slot string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -761,6 +761,7 @@ func TestSilentServerIsLeft(t *testing.T) {
 	// A cluster of its own: a stopped process blocks what waits for every process to answer
 	// (DROP DATABASE's barrier), and creating a slot waits for that.
 	e := newEnv(t, pgtest.New(t, logical), standard)
+	e.opts.SilenceTimeout = time.Second
 	rec := newRecorder()
 	src := start(t, e, rec)
 	conn := e.superConn(t)

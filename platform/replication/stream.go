@@ -23,11 +23,6 @@ import (
 // consistent starting point), so a long load elsewhere delays it.
 const slotTimeout = time.Minute
 
-// silentStatusIntervals: a stream that has received nothing for this many status intervals,
-// although every status update asks the server for a reply, is taken for dead (a server gone
-// without closing the connection).
-const silentStatusIntervals = 3
-
 // State is the stream's state, for health reports and metrics.
 type State struct {
 	// Streaming: changes are being followed; false between a failure and the recovery.
@@ -275,10 +270,14 @@ func (st *stream) run(ctx context.Context) error {
 			}
 			nextStatus = now.Add(interval)
 		}
-		if silent := time.Since(lastReceived); silent > silentStatusIntervals*interval {
+		if silent := time.Since(lastReceived); silent > st.s.opts.SilenceTimeout {
 			return fmt.Errorf("no message from the server for %v", silent.Round(time.Second))
 		}
-		rctx, cancel := context.WithDeadline(ctx, nextStatus)
+		deadline := nextStatus
+		if d := lastReceived.Add(st.s.opts.SilenceTimeout + time.Millisecond); d.Before(deadline) {
+			deadline = d
+		}
+		rctx, cancel := context.WithDeadline(ctx, deadline)
 		msg, err := st.conn.ReceiveMessage(rctx)
 		cancel()
 		if err != nil {
