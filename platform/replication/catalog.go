@@ -17,10 +17,13 @@ type Querier interface {
 //
 // It covers what a row change does not announce: each table's identity (its oid: a table
 // replaced or renamed away), name, schema, kind, replica identity and columns (name, type,
-// modifier, collation, dropped); the partitions under it (attaching or detaching one changes
-// the rows without a row change); the publication's identity and operations, and which of the
-// tables it publishes. It leaves out what changes without changing the rows (relfilenode:
-// VACUUM FULL, CLUSTER; statistics), so such maintenance ends nothing.
+// modifier, collation, dropped); the partitions under it (attaching, detaching or dropping one
+// changes the rows without a row change) and their storage (relfilenode: a publication that
+// publishes through the root does not send the TRUNCATE of one partition, which gives the
+// partition new storage); the publication's identity and operations, and which of the tables
+// it publishes. It leaves out what changes without changing the rows (the storage of a table
+// that is not a partition: VACUUM FULL, CLUSTER; statistics), so such maintenance ends nothing;
+// VACUUM FULL or CLUSTER of one partition does change it.
 const FingerprintQuery = `SELECT md5(coalesce(string_agg(x, E'\n' ORDER BY x), '')) FROM (
   SELECT format('table %s %s %s %s %s %s', t.name, c.oid, n.nspname, c.relname, c.relkind, c.relreplident) AS x
   FROM unnest($1::text[]) AS t(name)
@@ -31,7 +34,8 @@ const FingerprintQuery = `SELECT md5(coalesce(string_agg(x, E'\n' ORDER BY x), '
   FROM unnest($1::text[]) AS t(name)
   JOIN pg_attribute a ON a.attrelid = to_regclass(quote_ident(t.name)) AND a.attnum > 0
   UNION ALL
-  SELECT format('partition %s %s %s', to_regclass(quote_ident(t.name))::oid, p.relid::oid, p.level)
+  SELECT format('partition %s %s %s %s', to_regclass(quote_ident(t.name))::oid, p.relid::oid, p.level,
+                CASE WHEN p.level > 0 THEN pg_relation_filenode(p.relid) END)
   FROM unnest($1::text[]) AS t(name)
   CROSS JOIN LATERAL pg_partition_tree(to_regclass(quote_ident(t.name))) AS p
   WHERE to_regclass(quote_ident(t.name)) IS NOT NULL

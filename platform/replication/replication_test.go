@@ -710,6 +710,17 @@ func TestCheckNamesWhatIsMissing(t *testing.T) {
 		if tx := rec.commit(t); !slices.Equal(tx.Tables, []string{"fact_record"}) || len(tx.Rows) != 2 || tx.Rows[1].Relation.Table != "fact_record" {
 			t.Errorf("tables %v, rows %+v", tx.Tables, tx.Rows)
 		}
+		// The TRUNCATE of one partition is not sent through the root; the catalog shows it.
+		conn := e.superConn(t)
+		before, err := replication.Fingerprint(context.Background(), conn, e.opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.exec(t, "TRUNCATE fact_record_y2024m01")
+		rec.none(t, 500*time.Millisecond)
+		if after, err := replication.Fingerprint(context.Background(), conn, e.opts); err != nil || after == before {
+			t.Errorf("TRUNCATE of a partition left the fingerprint as it was (%v)", err)
+		}
 	})
 }
 
