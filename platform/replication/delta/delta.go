@@ -154,8 +154,9 @@ type Counter struct {
 }
 
 // NewCounter starts from counts read from the database (keys built as sel.Key builds them)
-// under snap, the snapshot of the statement that read them: Apply then skips the transactions
-// snap saw. A nil snap applies every transaction.
+// under snap, the snapshot of the statement that read them, read after replication.Start
+// returned: Apply then skips the transactions snap saw. A nil snap applies every transaction
+// (right only for counts read when nothing could have committed since the stream started).
 func NewCounter(sel Selector, counts map[Key]int64, snap *Snapshot) *Counter {
 	c := &Counter{sel: sel, snap: snap, counts: make(map[Key]int64, len(counts))}
 	for k, n := range counts {
