@@ -16,16 +16,16 @@ type Querier interface {
 // $1 the tables (text[]: Options.Tables then OptionalTables), $2 the publication.
 //
 // It covers what a row change does not announce: each table's identity (its oid: a table
-// replaced or renamed away), name, schema, kind, replica identity and columns (name, type,
-// modifier, collation, dropped); the partitions under it (attaching, detaching or dropping one
-// changes the rows without a row change) and their storage (relfilenode: a publication that
-// publishes through the root does not send the TRUNCATE of one partition, which gives the
-// partition new storage); the publication's identity and operations, and which of the tables
-// it publishes. It leaves out what changes without changing the rows (the storage of a table
+// replaced or renamed away), name, schema, kind, replica identity, persistence (an UNLOGGED
+// table's changes are not in the WAL) and columns (name, type, modifier, collation, dropped);
+// the partitions under it (attaching, detaching or dropping one changes the rows without a row
+// change) and their storage (relfilenode: a publication that publishes through the root does
+// not send the TRUNCATE of one partition, which gives the partition new storage); the
+// publication's identity and operations, and which of the tables it publishes. It leaves out what changes without changing the rows (the storage of a table
 // that is not a partition: VACUUM FULL, CLUSTER; statistics), so such maintenance ends nothing;
 // VACUUM FULL or CLUSTER of one partition does change it.
 const FingerprintQuery = `SELECT md5(coalesce(string_agg(x, E'\n' ORDER BY x), '')) FROM (
-  SELECT format('table %s %s %s %s %s %s', t.name, c.oid, n.nspname, c.relname, c.relkind, c.relreplident) AS x
+  SELECT format('table %s %s %s %s %s %s %s', t.name, c.oid, n.nspname, c.relname, c.relkind, c.relreplident, c.relpersistence) AS x
   FROM unnest($1::text[]) AS t(name)
   LEFT JOIN pg_class c ON c.oid = to_regclass(quote_ident(t.name))
   LEFT JOIN pg_namespace n ON n.oid = c.relnamespace

@@ -119,7 +119,7 @@ FROM pg_roles r WHERE r.rolname = current_user`
 		r.Missing = append(r.Missing, fmt.Sprintf("all %d replication slots (max_replication_slots) are in use (raise max_replication_slots; then restart PostgreSQL)", maxSlots))
 	}
 
-	const qTables = `SELECT t.name, t.optional, c.oid, n.nspname::text, c.relreplident::text, c.relkind = 'p'
+	const qTables = `SELECT t.name, t.optional, c.oid, n.nspname::text, c.relreplident::text, c.relkind = 'p', c.relpersistence = 'u'
 FROM unnest($1::text[], $2::bool[]) WITH ORDINALITY AS t(name, optional, i)
 LEFT JOIN pg_class c ON c.oid = to_regclass(quote_ident(t.name))
 LEFT JOIN pg_namespace n ON n.oid = c.relnamespace
@@ -129,13 +129,13 @@ ORDER BY t.i`
 	if err != nil {
 		return nil, fmt.Errorf("tables: %w", err)
 	}
-	var absent []string
+	var absent, unlogged []string
 	for rows.Next() {
 		var t TableInfo
 		var oid *uint32
 		var schema, ident *string
-		var partitioned *bool
-		if err := rows.Scan(&t.Name, &t.Optional, &oid, &schema, &ident, &partitioned); err != nil {
+		var partitioned, isUnlogged *bool
+		if err := rows.Scan(&t.Name, &t.Optional, &oid, &schema, &ident, &partitioned, &isUnlogged); err != nil {
 			return nil, fmt.Errorf("tables: %w", err)
 		}
 		if oid == nil {
@@ -143,6 +143,9 @@ ORDER BY t.i`
 				absent = append(absent, t.Name)
 			}
 			continue
+		}
+		if *isUnlogged {
+			unlogged = append(unlogged, t.Name)
 		}
 		t.OID, t.Schema, t.ReplicaIdentity, t.Partitioned = *oid, *schema, (*ident)[0], *partitioned
 		r.Tables = append(r.Tables, t)
@@ -152,6 +155,9 @@ ORDER BY t.i`
 	}
 	if len(absent) > 0 {
 		r.Missing = append(r.Missing, fmt.Sprintf("the table(s) %s do not exist in the connection's search_path", strings.Join(absent, ", ")))
+	}
+	for _, name := range unlogged {
+		r.Missing = append(r.Missing, fmt.Sprintf("the table %s is UNLOGGED: its changes are not in the WAL (ALTER TABLE %s SET LOGGED)", name, ident(name)))
 	}
 
 	pub := ident(opts.Publication)
@@ -222,7 +228,7 @@ ORDER BY t.i`
 			return nil, fmt.Errorf("published tables: %w", err)
 		}
 		switch {
-		case !published && !(contains(partitioned, name) && !viaRoot):
+		case !published && !(contains(partitioned, name) && !viaRoot) && !contains(unlogged, name):
 			unpublished = append(unpublished, name)
 		case filter:
 			filtered = append(filtered, name)

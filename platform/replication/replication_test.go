@@ -683,6 +683,12 @@ func TestCheckNamesWhatIsMissing(t *testing.T) {
 			publication: "FOR TABLE dim_station, dim_resource, dim_patient, fact_record WHERE (station_id > 0), fact_oxygen"})
 		wantMissing(t, missing(t, e), "publishes fact_record with a row filter or column list")
 	})
+	t.Run("unlogged", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t, pgtest.SharedWith(t, logical), setup{replication: true})
+		e.exec(t, "ALTER TABLE fact_oxygen SET UNLOGGED; CREATE PUBLICATION emsquery FOR ALL TABLES")
+		wantMissing(t, missing(t, e), "the table fact_oxygen is UNLOGGED: its changes are not in the WAL (ALTER TABLE fact_oxygen SET LOGGED)")
+	})
 	t.Run("table", func(t *testing.T) {
 		t.Parallel()
 		e := newEnv(t, pgtest.SharedWith(t, logical), standard)
