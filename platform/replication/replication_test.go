@@ -822,11 +822,11 @@ func TestConnectionSettings(t *testing.T) {
 	e.opts.Schema = "analytics"
 	// The pool's settings: a statement timeout the stream must outlive, and a DateStyle the
 	// values' text follows.
-	e.opts.Conn.RuntimeParams["statement_timeout"] = "100"
+	e.opts.Conn.RuntimeParams["statement_timeout"] = "1000"
 	e.opts.Conn.RuntimeParams["DateStyle"] = "SQL, DMY"
 	rec := newRecorder()
 	start(t, e, rec)
-	time.Sleep(300 * time.Millisecond)
+	time.Sleep(1500 * time.Millisecond)
 	e.exec(t, "INSERT INTO public.dim_station VALUES (1, 'elsewhere')")
 	e.exec(t, "INSERT INTO analytics.dim_patient (sk_patient, date_of_birth) VALUES (1, '1982-03-04')")
 	tx := rec.commit(t)
