@@ -40,6 +40,11 @@ type Options struct {
 	// password); without TLS such a role is refused. The superuser keeps its password, over
 	// TLS and without. Issue certificates with Cluster.CA().WriteClientCert.
 	ClientCerts bool
+	// Conf is appended to the cluster's postgresql.conf before its first start: server
+	// settings a test needs beyond the defaults, one "name = value" per line, e.g.
+	// "wal_level = logical\n" for logical replication. A string, so Options stays comparable
+	// (SharedWith keys its clusters by Options); a standby copies it with the data directory.
+	Conf string
 }
 
 // Cluster is one running (or stopped) PostgreSQL server and its directory. Its methods are safe
@@ -162,6 +167,11 @@ func (c *Cluster) setup() error {
 			return err
 		}
 	}
+	if c.opts.Conf != "" {
+		if err := c.appendConf(c.opts.Conf); err != nil {
+			return err
+		}
+	}
 	// Another process may grab the port between our probe and the server's bind; a new port
 	// then is all it takes.
 	var err error
@@ -197,6 +207,16 @@ func (c *Cluster) initdb() error {
 		}
 	}
 	return nil
+}
+
+// appendConf adds lines to postgresql.conf, where a later line overrides an earlier one.
+func (c *Cluster) appendConf(conf string) error {
+	f, err := os.OpenFile(filepath.Join(c.dataDir(), "postgresql.conf"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString("\n# pgtest Options.Conf\n" + conf + "\n")
+	return errors.Join(err, f.Close())
 }
 
 func (c *Cluster) writeCerts() error {

@@ -482,3 +482,25 @@ func TestClientCerts(t *testing.T) {
 	}
 	selectOne(t, conn)
 }
+
+func TestConf(t *testing.T) {
+	c := pgtest.SharedWith(t, pgtest.Options{Conf: "wal_level = logical\nmax_replication_slots = 12"})
+	cfg, err := c.ConnConfig("postgres")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var level, slots string
+	if err := conn.QueryRow(ctx, "SELECT current_setting('wal_level'), current_setting('max_replication_slots')").Scan(&level, &slots); err != nil {
+		t.Fatal(err)
+	}
+	if level != "logical" || slots != "12" {
+		t.Errorf("wal_level %q, max_replication_slots %q; want logical, 12", level, slots)
+	}
+}
