@@ -305,3 +305,36 @@ func BenchmarkGraphQLPathPatientsEncode(b *testing.B) {
 	url := benchServer(b, &gqlpublic.Config{Resolvers: memoryPatients{&gqltest.FakePublic{}, rows}})
 	benchAsk(b, url, `{ patients { sk_patient age date_of_birth gender weight } }`, `{"data":{"patients":[{"sk_patient":1,`, 1)
 }
+
+// BenchmarkGraphQLPathLightHandler is the light question's fixed cost without the network and
+// the database: the endpoint's Fiber handler called with one request, the resources (200) held
+// in memory. Less noisy than the end-to-end benchmarks on a busy machine (its allocations and
+// time are the path's own).
+func BenchmarkGraphQLPathLightHandler(b *testing.B) {
+	es := gqlpublic.NewExecutableSchema(gqlpublic.Config{Resolvers: gqltest.PublicData(200)})
+	f := fiber.New(fiber.Config{DisableStartupMessage: true})
+	f.All("/graphql", gqlhttp.New(es, gqltest.Options()).Handlers(func(c *fiber.Ctx) error { return c.Next() })...)
+	benchHandler(b, f.Handler(), `{"query":"{ resources { sk_resource resource_id callsign station_id station valid_from valid_to } }"}`)
+}
+
+// benchHandler calls h with a POST of body to /graphql b.N times; every answer must be 200.
+func benchHandler(b *testing.B, h fasthttp.RequestHandler, body string) {
+	var req fasthttp.Request
+	req.Header.SetMethod(fasthttp.MethodPost)
+	req.SetRequestURI("/graphql")
+	req.Header.SetContentType("application/json")
+	req.SetBodyString(body)
+	var ctx fasthttp.RequestCtx
+	b.ReportAllocs()
+	cpu0 := processCPU(b)
+	for b.Loop() {
+		ctx.Init(&req, nil, nil)
+		h(&ctx)
+		if ctx.Response.StatusCode() != 200 {
+			b.Fatalf("answer %d %.300s", ctx.Response.StatusCode(), ctx.Response.Body())
+		}
+	}
+	// The process's processor time: on a busy machine, time per operation also counts the
+	// waits for a processor.
+	b.ReportMetric(float64(processCPU(b)-cpu0)/float64(b.N), "cpu-ns/op")
+}
