@@ -34,7 +34,7 @@ func (s *Server) mountGraphiQLAssets() {
 
 // mountGraphQL serves one GraphQL endpoint: a browser's GET gets the GraphiQL page without a
 // key; every other request goes to the endpoint's handlers (the key check, then the GraphQL
-// path: platform/graphqlserver).
+// path: platform/gqlhttp).
 func (s *Server) mountGraphQL(path, keyHeader string, handlers []fiber.Handler) {
 	prefix := string(s.cfg.RootPath)
 	page := adaptor.HTTPHandler(graphiql.Page{

@@ -15,7 +15,9 @@ import (
 	"github.com/emsanalytics/emsquery/platform/apierr"
 	"github.com/emsanalytics/emsquery/platform/auth"
 	"github.com/emsanalytics/emsquery/platform/config"
-	"github.com/emsanalytics/emsquery/platform/graphqlserver"
+	"github.com/emsanalytics/emsquery/platform/gqlexec"
+	"github.com/emsanalytics/emsquery/platform/gqlhttp"
+	"github.com/emsanalytics/emsquery/platform/gqllive"
 )
 
 // GraphQLEndpoints are the executable schemas, one per GraphQL path.
@@ -27,23 +29,25 @@ type GraphQLEndpoints struct {
 
 // graphQLOptions are the engine options of the GraphQL endpoint at route; meter creates its
 // operation metrics (nil: none), tp its operation spans, cache keeps its answers (nil: none).
-func graphQLOptions(route string, limits config.Limits, cache *answercache.Cache, streams *graphqlserver.Streams, log *slog.Logger, meter metric.Meter, tp trace.TracerProvider) graphqlserver.Options {
+func graphQLOptions(route string, limits config.Limits, cache *answercache.Cache, streams *gqllive.Streams, log *slog.Logger, meter metric.Meter, tp trace.TracerProvider) gqlhttp.Options {
 	timeout := limits.RequestTimeout.Duration()
-	return graphqlserver.Options{
-		Route:              route,
-		MaxQueryDepth:      int(limits.QueryDepth),
-		MaxQueryComplexity: int(limits.QueryComplexity),
-		MaxRootFields:      int(limits.MaxRootFields),
-		RequestParallelism: int(limits.RequestParallelism),
+	return gqlhttp.Options{
+		Options: gqlexec.Options{
+			Route:              route,
+			MaxQueryDepth:      int(limits.QueryDepth),
+			MaxQueryComplexity: int(limits.QueryComplexity),
+			MaxRootFields:      int(limits.MaxRootFields),
+			RequestParallelism: int(limits.RequestParallelism),
+			Log:                log,
+			Meter:              meter,
+			DurationBuckets:    durationBuckets,
+			TracerProvider:     tp,
+		},
 		// GraphQL requests end at LIMITS__REQUEST_TIMEOUT or when their client leaves.
-		RequestTimeout:  timeout,
-		TimedOut:        apierr.RequestTimedOut(timeout, context.DeadlineExceeded),
-		Cache:           cache,
-		Streams:         streams,
-		Log:             log,
-		Meter:           meter,
-		DurationBuckets: durationBuckets,
-		TracerProvider:  tp,
+		RequestTimeout: timeout,
+		TimedOut:       apierr.RequestTimedOut(timeout, context.DeadlineExceeded),
+		Cache:          cache,
+		Streams:        streams,
 	}
 }
 
@@ -64,8 +68,8 @@ func restRefusal(c *fiber.Ctx, r auth.Refusal) error {
 // LIMITS__MAX_STREAMS, LIMITS__MAX_STREAMS_PER_KEY of a key without max_streams, a heartbeat
 // every APP__STREAM_HEARTBEAT, their questions and answers within CACHE__MAX_BYTES. The
 // cleanup completes them.
-func NewStreams(cfg config.App, limits config.Limits, cache config.Cache, mp metric.MeterProvider) (*graphqlserver.Streams, func(), error) {
-	return graphqlserver.NewStreams(graphqlserver.StreamsConfig{
+func NewStreams(cfg config.App, limits config.Limits, cache config.Cache, mp metric.MeterProvider) (*gqllive.Streams, func(), error) {
+	return gqllive.NewStreams(gqllive.StreamsConfig{
 		Max:       int(limits.MaxStreams),
 		MaxPerKey: int(limits.MaxStreamsPerKey),
 		Heartbeat: cfg.StreamHeartbeat.Duration(),

@@ -233,7 +233,7 @@ func TestBadInput(t *testing.T) {
 func TestIntrospectionWithinLimits(t *testing.T) {
 	t.Parallel()
 	svc := servicetest.Start(t, servicetest.NewDB(t), nil)
-	query, err := os.ReadFile("../platform/graphqlserver/testdata/introspection.graphql") // graphql-js 16's introspection query, kept once
+	query, err := os.ReadFile("../platform/gqlexec/testdata/introspection.graphql") // graphql-js 16's introspection query, kept once
 	if err != nil {
 		t.Fatal(err)
 	}

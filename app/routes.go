@@ -15,12 +15,13 @@ import (
 	"github.com/emsanalytics/emsquery/platform/auth"
 	"github.com/emsanalytics/emsquery/platform/config"
 	"github.com/emsanalytics/emsquery/platform/database"
-	"github.com/emsanalytics/emsquery/platform/graphqlserver"
+	"github.com/emsanalytics/emsquery/platform/gqlhttp"
+	"github.com/emsanalytics/emsquery/platform/gqllive"
 	"github.com/emsanalytics/emsquery/platform/httpbridge"
 	"github.com/emsanalytics/emsquery/platform/keyslots"
 )
 
-func (s *Server) routes(limits config.Limits, security config.Security, db *database.DB, checker *auth.Checker, graphs GraphQLEndpoints, cache *answercache.Cache, streams *graphqlserver.Streams, streamed keyslots.StreamedAnswers, export reports.ExportHandler) {
+func (s *Server) routes(limits config.Limits, security config.Security, db *database.DB, checker *auth.Checker, graphs GraphQLEndpoints, cache *answercache.Cache, streams *gqllive.Streams, streamed keyslots.StreamedAnswers, export reports.ExportHandler) {
 	f, cfg := s.fiber, s.cfg
 	// First the client's address, then the trace, so that everything after it (the access line
 	// too) has both.
@@ -64,7 +65,7 @@ func (s *Server) routes(limits config.Limits, security config.Security, db *data
 		// Answers from memory where they may be (contract 6.5).
 		o := graphQLOptions(ep.path, limits, cache, streams, s.log, s.metrics.meter, s.tracer)
 		o.StreamedAnswers = streamed.Slots
-		endpoint := graphqlserver.New(ep.schema, o)
+		endpoint := gqlhttp.New(ep.schema, o)
 		s.mountGraphQL(ep.path, checker.Header(), endpoint.Handlers(checker.Require(ep.scope, graphQLRefusal)))
 	}
 

@@ -28,7 +28,7 @@ var schemaFiles = []struct{ path, file string }{
 // the schema declares. A client generated from the file asks nothing the endpoint refuses.
 func TestSchemaFilesMatchIntrospection(t *testing.T) {
 	t.Parallel()
-	query, err := os.ReadFile("../platform/graphqlserver/testdata/introspection.graphql") // graphql-js 16's introspection query, kept once
+	query, err := os.ReadFile("../platform/gqlexec/testdata/introspection.graphql") // graphql-js 16's introspection query, kept once
 	if err != nil {
 		t.Fatal(err)
 	}

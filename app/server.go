@@ -1,5 +1,5 @@
 // Package app is the service's HTTP server: it mounts the GraphQL endpoints (engines from
-// platform/graphqlserver over the gqlgen packages app/gql*), the modules' REST routes, the health
+// platform/gqlhttp over the gqlgen packages app/gql*), the modules' REST routes, the health
 // routes and the GraphiQL page on Fiber, with the request id, access log, root path, auth and
 // HTTP metrics middleware, and runs it until it is told to stop.
 package app
@@ -27,7 +27,7 @@ import (
 	"github.com/emsanalytics/emsquery/platform/config"
 	"github.com/emsanalytics/emsquery/platform/connlimit"
 	"github.com/emsanalytics/emsquery/platform/database"
-	"github.com/emsanalytics/emsquery/platform/graphqlserver"
+	"github.com/emsanalytics/emsquery/platform/gqllive"
 	"github.com/emsanalytics/emsquery/platform/httpbridge"
 	"github.com/emsanalytics/emsquery/platform/keyslots"
 )
@@ -39,7 +39,7 @@ type Server struct {
 	log     *slog.Logger
 	metrics *serviceMetrics
 	tracer  trace.TracerProvider
-	streams *graphqlserver.Streams
+	streams *gqllive.Streams
 	// clients tells a request's client address (APP__TRUSTED_PROXIES).
 	clients *clientaddr.Resolver
 	// draining is set on SIGTERM for APP__SHUTDOWN_DELAY: healthz answers 503 while every
@@ -56,7 +56,7 @@ const writeBufferSize = 64 << 10
 
 // NewServer builds the Fiber app with every route of the service. cache keeps the GraphQL
 // endpoints' answers (nil: caching off).
-func NewServer(cfg config.App, limits config.Limits, security config.Security, log *slog.Logger, db *database.DB, checker *auth.Checker, graphs GraphQLEndpoints, cache *answercache.Cache, streams *graphqlserver.Streams, streamed keyslots.StreamedAnswers, mp metric.MeterProvider, tp trace.TracerProvider, export reports.ExportHandler) (*Server, error) {
+func NewServer(cfg config.App, limits config.Limits, security config.Security, log *slog.Logger, db *database.DB, checker *auth.Checker, graphs GraphQLEndpoints, cache *answercache.Cache, streams *gqllive.Streams, streamed keyslots.StreamedAnswers, mp metric.MeterProvider, tp trace.TracerProvider, export reports.ExportHandler) (*Server, error) {
 	f := fiber.New(fiber.Config{
 		AppName:               "emsquery",
 		DisableStartupMessage: true,

@@ -10,7 +10,7 @@ import (
 
 	"github.com/emsanalytics/emsquery/platform/apierr"
 	"github.com/emsanalytics/emsquery/platform/database"
-	"github.com/emsanalytics/emsquery/platform/graphqlserver"
+	"github.com/emsanalytics/emsquery/platform/gqlfield"
 	"github.com/emsanalytics/emsquery/platform/jsonscalar"
 	"github.com/emsanalytics/emsquery/platform/keyset"
 )
@@ -94,10 +94,10 @@ func (r *Repository) EachPatientRow(ctx context.Context, page keyset.Page, fn fu
 	return r.db.ForEachRawRow(ctx, opPatients, patientRowsSQL, page.Args(), patientFormats, fn)
 }
 
-// PatientList is the patients of page as a list root field writes them (graphqlserver.List): the rows
+// PatientList is the patients of page as a list root field writes them (gqlfield.List): the rows
 // as the database sends them, each column written to JSON by appendPatientField.
-func (r *Repository) PatientList(page keyset.Page) graphqlserver.Source[Patient] {
-	return graphqlserver.Source[Patient]{
+func (r *Repository) PatientList(page keyset.Page) gqlfield.Source[Patient] {
+	return gqlfield.Source[Patient]{
 		Rows: func(ctx context.Context, yield func([][]byte) bool) (bool, error) {
 			return r.EachPatientRow(ctx, page, yield)
 		},
@@ -220,8 +220,8 @@ func (r *Repository) EachOxygen(ctx context.Context, page keyset.Page, fn func(*
 }
 
 // OxygenList is the fact_oxygen rows of page as a list root field writes them, as PatientList.
-func (r *Repository) OxygenList(page keyset.Page) graphqlserver.Source[Oxygen] {
-	return graphqlserver.Source[Oxygen]{
+func (r *Repository) OxygenList(page keyset.Page) gqlfield.Source[Oxygen] {
+	return gqlfield.Source[Oxygen]{
 		Rows: func(ctx context.Context, yield func([][]byte) bool) (bool, error) {
 			return r.EachOxygenRow(ctx, page, yield)
 		},

@@ -4,7 +4,7 @@ import (
 	"context"
 
 	"github.com/emsanalytics/emsquery/platform/apierr"
-	"github.com/emsanalytics/emsquery/platform/graphqlserver"
+	"github.com/emsanalytics/emsquery/platform/gqlfield"
 	"github.com/emsanalytics/emsquery/platform/keyset"
 )
 
@@ -51,7 +51,7 @@ func (r *Resolver) Patients(ctx context.Context, limit *int, after *int) ([]*Pat
 		return nil, err
 	}
 	// The whole table (hundreds of thousands of rows) is streamed to the client as it is read.
-	return graphqlserver.List(ctx, r.repo.PatientList(page), page.Whole())
+	return gqlfield.List(ctx, r.repo.PatientList(page), page.Whole())
 }
 
 func (r *Resolver) Oxygens(ctx context.Context, distinctFields []string, limit *int, after *int) ([]*Oxygen, error) {
@@ -67,7 +67,7 @@ func (r *Resolver) Oxygens(ctx context.Context, distinctFields []string, limit *
 		return nil, apierr.BadInput("distinct_fields: one object per distinct combination is not paged; omit limit and after, or omit distinct_fields")
 	}
 	if len(cols) == 0 {
-		return graphqlserver.List(ctx, r.repo.OxygenList(page), page.Whole())
+		return gqlfield.List(ctx, r.repo.OxygenList(page), page.Whole())
 	}
 	rows, err := r.repo.Oxygens(ctx, cols, page)
 	if err != nil {

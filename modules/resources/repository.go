@@ -8,7 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/emsanalytics/emsquery/platform/database"
-	"github.com/emsanalytics/emsquery/platform/graphqlserver"
+	"github.com/emsanalytics/emsquery/platform/gqlfield"
 	"github.com/emsanalytics/emsquery/platform/jsonscalar"
 	"github.com/emsanalytics/emsquery/platform/keyset"
 )
@@ -95,10 +95,10 @@ func (r *Repository) EachResourceRow(ctx context.Context, page keyset.Page, fn f
 }
 
 // Resources returns the dim_resource rows of page ordered by sk_resource.
-// ResourceList is the dim_resource rows of page as a list root field writes them (graphqlserver.List):
+// ResourceList is the dim_resource rows of page as a list root field writes them (gqlfield.List):
 // the rows as the database sends them, each column written to JSON by appendResourceField.
-func (r *Repository) ResourceList(page keyset.Page) graphqlserver.Source[Resource] {
-	return graphqlserver.Source[Resource]{
+func (r *Repository) ResourceList(page keyset.Page) gqlfield.Source[Resource] {
+	return gqlfield.Source[Resource]{
 		Rows: func(ctx context.Context, yield func([][]byte) bool) (bool, error) {
 			return r.EachResourceRow(ctx, page, func(row [][]byte) bool {
 				// A NULL where the decoding path scans into a non-nullable value (the schema's
@@ -198,8 +198,8 @@ func (r *Repository) EachStationResources(ctx context.Context, fn func(*StationR
 
 // StationResources returns every station with its resources (see stationResourcesSQL).
 // StationResourcesList is the stations with their resources as the root field writes them.
-func (r *Repository) StationResourcesList() graphqlserver.Source[StationResources] {
-	return graphqlserver.Source[StationResources]{
+func (r *Repository) StationResourcesList() gqlfield.Source[StationResources] {
+	return gqlfield.Source[StationResources]{
 		Values: r.EachStationResources,
 		All:    r.StationResources,
 	}

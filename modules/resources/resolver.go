@@ -3,7 +3,7 @@ package resources
 import (
 	"context"
 
-	"github.com/emsanalytics/emsquery/platform/graphqlserver"
+	"github.com/emsanalytics/emsquery/platform/gqlfield"
 	"github.com/emsanalytics/emsquery/platform/keyset"
 )
 
@@ -58,9 +58,9 @@ func (r *Resolver) Resources(ctx context.Context, limit *int, after *int) ([]*Re
 		return nil, err
 	}
 	// The whole table is streamed to the client as it is read.
-	return graphqlserver.List(ctx, r.repo.ResourceList(page), page.Whole())
+	return gqlfield.List(ctx, r.repo.ResourceList(page), page.Whole())
 }
 
 func (r *Resolver) StationResources(ctx context.Context) ([]*StationResources, error) {
-	return graphqlserver.List(ctx, r.repo.StationResourcesList(), false)
+	return gqlfield.List(ctx, r.repo.StationResourcesList(), false)
 }

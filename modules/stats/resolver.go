@@ -5,7 +5,7 @@ import (
 
 	"github.com/99designs/gqlgen/graphql"
 
-	"github.com/emsanalytics/emsquery/platform/graphqlserver"
+	"github.com/emsanalytics/emsquery/platform/gqlfield"
 )
 
 // RecordsCount is the answer of records_count.
@@ -94,7 +94,7 @@ func (r *Resolver) RecordSeries(ctx context.Context, startDate string, endDate s
 	req := SeriesRequest{Records: f, Bucket: bucket, GroupBy: groupBy}
 	// Thousands of points (a year of days by urgency) are written to JSON from the database's
 	// bytes; the decoding path would cost a SeriesPoint, a label and several values each.
-	return graphqlserver.List(ctx, r.repo.SeriesList(req, r.limits), false)
+	return gqlfield.List(ctx, r.repo.SeriesList(req, r.limits), false)
 }
 
 func (r *Resolver) RecordStats(ctx context.Context, startDate string, endDate string, measure string, groupBy []string, bucket *TimeBucket, percentiles []float64, target *float64, useOr *bool, filters []*Filter) ([]*MeasureStats, error) {

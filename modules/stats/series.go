@@ -13,7 +13,7 @@ import (
 
 	"github.com/emsanalytics/emsquery/platform/apierr"
 	"github.com/emsanalytics/emsquery/platform/database"
-	"github.com/emsanalytics/emsquery/platform/graphqlserver"
+	"github.com/emsanalytics/emsquery/platform/gqlfield"
 	"github.com/emsanalytics/emsquery/platform/jsonscalar"
 )
 
@@ -284,10 +284,10 @@ func (s bucketSpec) rawLabel(b []byte) (string, bool, error) {
 	return s.label(t, 0), true, nil
 }
 
-// SeriesList is the points of req as record_series writes them (graphqlserver.List): the rows of
+// SeriesList is the points of req as record_series writes them (gqlfield.List): the rows of
 // EachSeriesRow, each field written to JSON by appendSeriesField.
-func (r *Repository) SeriesList(req SeriesRequest, lim Limits) graphqlserver.Source[SeriesPoint] {
-	return graphqlserver.Source[SeriesPoint]{
+func (r *Repository) SeriesList(req SeriesRequest, lim Limits) gqlfield.Source[SeriesPoint] {
+	return gqlfield.Source[SeriesPoint]{
 		Rows: func(ctx context.Context, yield func([][]byte) bool) (bool, error) {
 			var fields [4][]byte
 			return r.EachSeriesRow(ctx, req, lim, func(p *SeriesRow) bool {

@@ -1,6 +1,6 @@
 // Package answercache keeps GraphQL answers in memory and serves them again while the data
 // they were computed from has not changed (contract section 6.5). It is the store and the data
-// versions only: the GraphQL path (platform/graphqlserver) decides what a question is (its
+// versions only: the GraphQL path (platform/gqlhttp) decides what a question is (its
 // Key), asks here for a kept answer, computes the others and hands back those that may be kept.
 //
 // What is kept: per question, a successful answer (HTTP 200, no errors member) byte for byte as

@@ -48,7 +48,7 @@ const (
 	// maxCompiled bounds the encoders kept; past it they are all dropped and compiled again.
 	maxCompiled = 256
 	// maxCompiledQuery is the longest query text whose encoders are kept: gqlgen's query cache
-	// (platform/graphqlserver) keeps documents up to 8 KiB, so a longer one is parsed anew on
+	// (platform/gqlexec) keeps documents up to 8 KiB, so a longer one is parsed anew on
 	// every request, and keeping its encoders would only keep its syntax tree.
 	maxCompiledQuery = 8 << 10
 )

@@ -2,7 +2,7 @@
 // resolver returned, or from the rows a statement returns, when what it selects is made of
 // plain objects, lists and built-in scalars. It encodes, and nothing else: where the JSON goes
 // (held for the response, or streamed to the client while it is sent) is the GraphQL path's
-// concern (platform/graphqlserver).
+// concern (platform/gqlexec).
 //
 // gqlgen marshals a list of objects by starting a goroutine per element and building, for every
 // field of every element, a field context, a context value, closures and a marshaler, all kept

@@ -1,4 +1,4 @@
-package graphqlserver
+package gqllive
 
 import (
 	"encoding/json"
@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/emsanalytics/emsquery/platform/gqlexec"
 )
 
 // Unit tests of the streams' bounds (live.go) and of what a feed keeps of its request
@@ -73,33 +75,28 @@ func TestStreamsPerKey(t *testing.T) {
 // original's question (same key, same decoded variables).
 func TestFeedQuestion(t *testing.T) {
 	doc := "subscription Q($s: String) { records_count(station: $s) { count } }\n# " + strings.Repeat("x", 1000)
-	body, _ := json.Marshal(map[string]any{
-		"query":         doc,
-		"operationName": "Q",
-		"variables":     json.RawMessage(`{"s": "North", "n": 1.50, "list": [1, {"b": true, "a": null}]}`),
-		"extensions":    json.RawMessage(`{"trace": {"id": "abc"}}`),
-	})
-	p, err := decodeGraphQLBody(body)
-	if err != nil {
+	// As the endpoint reads a body's variables and extensions (gqlhttp's readRequest).
+	r := &gqlexec.Request{Query: doc, Operation: "Q"}
+	var err error
+	if r.Variables, r.Vars, err = gqlexec.CanonicalObject(json.RawMessage(`{"s": "North", "n": 1.50, "list": [1, {"b": true, "a": null}]}`)); err != nil {
 		t.Fatal(err)
 	}
-	r, err := p.request()
-	if err != nil {
+	if r.Extensions, r.Ext, err = gqlexec.CanonicalObject(json.RawMessage(`{"trace": {"id": "abc"}}`)); err != nil {
 		t.Fatal(err)
 	}
 	q := questionOf(r)
-	if want := int64(len(doc) + len("Q") + len(r.vars) + len(r.ext)); q.size() != want {
+	if want := int64(len(doc) + len("Q") + len(r.Vars) + len(r.Ext)); q.size() != want {
 		t.Errorf("size %d, want %d", q.size(), want)
 	}
 	again := q.request()
-	if !reflect.DeepEqual(again.variables, r.variables) || !reflect.DeepEqual(again.extensions, r.extensions) {
-		t.Errorf("decoded again: variables %#v extensions %#v; the request's: %#v %#v", again.variables, again.extensions, r.variables, r.extensions)
+	if !reflect.DeepEqual(again.Variables, r.Variables) || !reflect.DeepEqual(again.Extensions, r.Extensions) {
+		t.Errorf("decoded again: variables %#v extensions %#v; the request's: %#v %#v", again.Variables, again.Extensions, r.Variables, r.Extensions)
 	}
-	r.live, r.accept = true, mimeEvents
-	if again.key("/graphql") != r.key("/graphql") || !again.live || again.get {
+	r.Live, r.Accept = true, MIMEEvents
+	if again.Key("/graphql") != r.Key("/graphql") || !again.Live || again.Get {
 		t.Error("the feed's request is another question than the stream's")
 	}
-	if got := (question{}).request(); got.variables != nil || got.extensions != nil {
-		t.Errorf("no variables: %#v %#v", got.variables, got.extensions)
+	if got := (question{}).request(); got.Variables != nil || got.Extensions != nil {
+		t.Errorf("no variables: %#v %#v", got.Variables, got.Extensions)
 	}
 }

@@ -1,4 +1,4 @@
-package graphqlserver
+package gqlexec
 
 import (
 	"fmt"

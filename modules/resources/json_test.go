@@ -1,4 +1,4 @@
-package app
+package resources_test
 
 import (
 	"bytes"
@@ -9,26 +9,10 @@ import (
 
 	"github.com/emsanalytics/emsquery/app/gqlpublic"
 	"github.com/emsanalytics/emsquery/internal/dbtest"
+	"github.com/emsanalytics/emsquery/internal/gqltest"
 	"github.com/emsanalytics/emsquery/internal/servicetest"
 	"github.com/emsanalytics/emsquery/modules/resources"
 )
-
-// realResources answers resources and station_resources with the module's resolver on a real
-// database, the rest with fakePublic.
-type realResources struct {
-	*fakePublic
-	r *resources.Resolver
-}
-
-func (f realResources) Query() gqlpublic.QueryResolver { return f }
-
-func (f realResources) Resources(ctx context.Context, limit, after *int) ([]*resources.Resource, error) {
-	return f.r.Resources(ctx, limit, after)
-}
-
-func (f realResources) StationResources(ctx context.Context) ([]*resources.StationResources, error) {
-	return f.r.StationResources(ctx)
-}
 
 // The resources resolver writes each row's JSON from the bytes the database sent (integers and
 // text as text, dates in binary): its answers, on rows with awkward values, are gqlgen's byte
@@ -60,7 +44,7 @@ func TestDirectJSONResourcesFromDatabaseMatchGqlgen(t *testing.T) {
 		}
 	}
 	db := dbtest.Open(t, fixture)
-	es := gqlpublic.NewExecutableSchema(gqlpublic.Config{Resolvers: realResources{&fakePublic{}, resources.NewResolver(resources.NewRepository(db), 1000)}})
+	es := gqlpublic.NewExecutableSchema(gqlpublic.Config{Resolvers: gqltest.RealResources{FakePublic: &gqltest.FakePublic{}, R: resources.NewResolver(resources.NewRepository(db), 1000)}})
 	queries := []string{
 		`{ resources { sk_resource resource_id callsign station_id station valid_from valid_to } }`,
 		`{ resources { valid_to station callsign } }`,
@@ -73,7 +57,7 @@ func TestDirectJSONResourcesFromDatabaseMatchGqlgen(t *testing.T) {
 		`{ a: resources(limit: 3) { sk_resource } b: resources(limit: 2, after: 0) { sk_resource callsign } }`,
 		`{ station_resources { station_id station_name resources { resource_id } } }`,
 	}
-	t.Run("values", func(t *testing.T) { compareAnswers(t, es, queries) })
+	t.Run("values", func(t *testing.T) { gqltest.CompareAnswers(t, es, queries) })
 	// A NULL callsign, which the schema forbids but an ETL could write where the constraint is
 	// missing: the decoding path fails on it whether callsign is selected or not, and so does
 	// the raw path: an error answer while nothing was sent, a cut body after.
@@ -85,13 +69,13 @@ func TestDirectJSONResourcesFromDatabaseMatchGqlgen(t *testing.T) {
 			t.Fatalf("%v\n%s", err, q)
 		}
 	}
-	t.Run("NULL", func(t *testing.T) { compareAnswers(t, es, queries) })
+	t.Run("NULL", func(t *testing.T) { gqltest.CompareAnswers(t, es, queries) })
 	body := fmt.Sprintf(`{"query": %q}`, `{ resources { sk_resource callsign } }`)
-	if _, _, b, cut := answerCut(t, server(es, true), body); !cut {
+	if _, _, b, cut := gqltest.AnswerCut(t, gqltest.Server(es, true), body); !cut {
 		t.Errorf("a NULL callsign after the first 64 KiB of a streamed list: want the body cut, got %.300s", b)
 	}
 	body = fmt.Sprintf(`{"query": %q}`, `{ resources(after: 99999) { sk_resource callsign } }`)
-	if _, _, b, cut := answerCut(t, server(es, true), body); cut || !json.Valid(b) || !bytes.Contains(b, []byte(`"errors"`)) {
+	if _, _, b, cut := gqltest.AnswerCut(t, gqltest.Server(es, true), body); cut || !json.Valid(b) || !bytes.Contains(b, []byte(`"errors"`)) {
 		t.Errorf("a NULL callsign before anything was sent: want an error answer, got cut=%v %.300s", cut, b)
 	}
 }

@@ -1,4 +1,18 @@
-package graphqlserver
+// Package gqllive is the GraphQL path's live answers (contract 6.11): a subscription is the
+// same question as its query, answered again each time the data changes, over Server-Sent
+// Events in the graphql-sse protocol's "distinct connections" mode. A POST with text/event-stream among its Accept values whose
+// operation is a subscription becomes a stream (every other request is answered as before,
+// JSON included); its events are
+//
+//	event: next        data: {"data": ...} (or {"errors": [...]}), the answer when it changed
+//	: (a comment)      at least every APP__STREAM_HEARTBEAT, so that proxies keep a quiet stream
+//	event: complete    at the end: the service stopping, or the key revoked (after a next with
+//	                   the error)
+//
+// The answers are computed by a feed per question (feed.go), once per data version however many
+// streams carry it, and sent only when they differ from the last sent. gqlgen's transport.SSE
+// is not used: it is net/http's, computes per stream, and knows none of the bounds here.
+package gqllive
 
 import (
 	"context"
@@ -11,33 +25,17 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/99designs/gqlgen/graphql"
 	"github.com/gofiber/fiber/v2"
-	"github.com/vektah/gqlparser/v2/ast"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/metric/noop"
 
 	"github.com/emsanalytics/emsquery/platform/answercache"
 	"github.com/emsanalytics/emsquery/platform/apierr"
+	"github.com/emsanalytics/emsquery/platform/gqlexec"
 	"github.com/emsanalytics/emsquery/platform/httpbridge"
 	"github.com/emsanalytics/emsquery/platform/requestctx"
 )
-
-// Live answers (contract 6.11): a subscription is the same question as its query, answered
-// again each time the data changes, over Server-Sent Events in the graphql-sse protocol's
-// "distinct connections" mode. A POST with text/event-stream among its Accept values whose
-// operation is a subscription becomes a stream (every other request is answered as before,
-// JSON included); its events are
-//
-//	event: next        data: {"data": ...} (or {"errors": [...]}), the answer when it changed
-//	: (a comment)      at least every APP__STREAM_HEARTBEAT, so that proxies keep a quiet stream
-//	event: complete    at the end: the service stopping, or the key revoked (after a next with
-//	                   the error)
-//
-// The answers are computed by a feed per question (feed.go), once per data version however many
-// streams carry it, and sent only when they differ from the last sent. gqlgen's transport.SSE
-// is not used: it is net/http's, computes per stream, and knows none of the bounds here.
 
 // Streams are the live answers of every endpoint: their bounds (LIMITS__MAX_STREAMS, each key's
 // max_streams or else LIMITS__MAX_STREAMS_PER_KEY, and the memory their questions and answers
@@ -171,20 +169,37 @@ func (s *Streams) release(key string) {
 	}
 }
 
-// subscribe answers r with a stream when it asks for one: a POST accepting text/event-stream
+// Endpoint is the live answers of one GraphQL path.
+type Endpoint struct {
+	s        *Streams
+	route    string
+	exec     *gqlexec.Executor
+	cache    *answercache.Cache
+	timeout  time.Duration
+	timedOut error
+	// attrs carries the route on the streams' metrics.
+	attrs metric.MeasurementOption
+}
+
+// NewEndpoint is the live answers of the path route, run on exec and following cache's data
+// versions; each computation ends after timeout (0: no bound) with timedOut. s nil (or cache
+// nil) refuses every subscription.
+func NewEndpoint(s *Streams, route string, exec *gqlexec.Executor, cache *answercache.Cache, timeout time.Duration, timedOut error) *Endpoint {
+	return &Endpoint{s: s, route: route, exec: exec, cache: cache, timeout: timeout, timedOut: timedOut, attrs: routeAttrs(route)}
+}
+
+// Subscribe answers r with a stream when it asks for one: a POST accepting text/event-stream
 // whose operation is a subscription. false: r is answered as any other request (a query, or a
-// document that does not validate, which gets its errors as a query would).
-func (e *Endpoint) subscribe(c *fiber.Ctx, r *request) bool {
-	if events, _ := acceptsEvents(r.accept); r.get || !events {
+// document that does not validate, which gets its errors as a query would: prepared once).
+func (e *Endpoint) Subscribe(c *fiber.Ctx, r *gqlexec.Request) bool {
+	if events, _ := AcceptsEvents(r.Accept); r.Get || !events {
 		return false
 	}
 	ctx := c.UserContext()
-	rc, errs := e.exec.CreateOperationContext(graphql.StartOperationTrace(ctx), r.params())
-	if errs != nil || rc.Operation == nil || rc.Operation.Operation != ast.Subscription {
-		r.prepared = &prepared{rc, errs} // the document is checked: execute need not again
-		return false
+	if !e.exec.Prepare(ctx, r).Subscription() {
+		return false // the document is checked: Execute need not again
 	}
-	s := e.streams
+	s := e.s
 	if s == nil || e.cache == nil {
 		// Without the cache nothing tells when the data changed.
 		refuseStream(c, &errStreams{http.StatusServiceUnavailable, apierr.ServiceUnavailable,
@@ -202,7 +217,7 @@ func (e *Endpoint) subscribe(c *fiber.Ctx, r *request) bool {
 		return true
 	}
 	// A stream's answer does not depend on how the client wrote Accept: one feed per question.
-	r.live, r.accept = true, mimeEvents
+	r.Live, r.Accept = true, MIMEEvents
 	f, refusal := s.join(e, r, ctx)
 	if refusal != nil {
 		s.release(keyName)
@@ -217,10 +232,10 @@ func (e *Endpoint) subscribe(c *fiber.Ctx, r *request) bool {
 	// nowhere) until the stream ends, hours from now. ResetBody would keep the buffer for the
 	// connection's next request; released, the collector takes it.
 	c.Request().ReleaseBody(0)
-	st := &stream{s: s, f: f, grant: grant, keyName: keyName, attrs: e.liveAttrs, gone: httpbridge.PeerGone(c.Context().Conn())}
-	s.metrics.opened(e.liveAttrs)
+	st := &stream{s: s, f: f, grant: grant, keyName: keyName, attrs: e.attrs, gone: httpbridge.PeerGone(c.Context().Conn())}
+	s.metrics.opened(e.attrs)
 	h := &c.Response().Header
-	h.SetContentType("text/event-stream")
+	h.SetContentType(MIMEEvents)
 	h.Set(fiber.HeaderCacheControl, "no-cache")
 	// nginx buffers responses unless told not to; a live answer must not wait in a proxy.
 	h.Set("X-Accel-Buffering", "no")
@@ -234,92 +249,71 @@ func refuseStream(c *fiber.Ctx, r *errStreams) {
 	if r.status == http.StatusTooManyRequests {
 		c.Set(fiber.HeaderRetryAfter, "1")
 	}
-	refuseWith(c, r.status, r.code, r.message)
-}
-
-// answerAsEvents answers a query (or a document that does not validate) whose client accepts
-// only an event stream, as graphql-sse's distinct connections mode wants every answer: one
-// next event with the GraphQL response, then complete; a large answer streams as a query's
-// does. Not kept in the answer cache.
-func (e *Endpoint) answerAsEvents(c *fiber.Ctx, r *request) {
-	r.contentType = mimeEvents
-	run(c, e.timeout, e.timedOut, func(ctx context.Context, w responseWriter) {
-		e.cache.Count(ctx, e.route, answercache.Bypass)
-		w.Header().Set(answercache.HeaderCacheStatus, answercache.StatusBypass)
-		ew := &eventWriter{w: w}
-		e.execute(ctx, ew, r)
-		ew.end()
+	_ = c.Status(r.status).JSON(fiber.Map{
+		"errors": []fiber.Map{{"message": r.message, "extensions": fiber.Map{"code": r.code}}},
 	})
 }
 
-// eventWriter writes a GraphQL response as a next event, then complete: always with status 200
-// (an event stream's errors are in its events).
-type eventWriter struct {
-	w    responseWriter
+// EventWriter writes a GraphQL response as a next event, then complete (End): always with
+// status 200 (an event stream's errors are in its events). A query whose client accepts only
+// an event stream is answered so, as graphql-sse's distinct connections mode wants every
+// answer.
+type EventWriter struct {
+	W    gqlexec.ResponseWriter
 	open bool // the next event's head is written
 }
 
-func (ew *eventWriter) Header() http.Header { return ew.w.Header() }
-func (ew *eventWriter) WriteHeader(int)     { ew.w.WriteHeader(http.StatusOK) }
-func (ew *eventWriter) Fail(err error)      { ew.w.Fail(err) }
+func (ew *EventWriter) Header() http.Header { return ew.W.Header() }
+func (ew *EventWriter) WriteHeader(int)     { ew.W.WriteHeader(http.StatusOK) }
+func (ew *EventWriter) Fail(err error)      { ew.W.Fail(err) }
 
-func (ew *eventWriter) Write(p []byte) (int, error) {
+func (ew *EventWriter) Write(p []byte) (int, error) {
 	if !ew.open {
 		ew.open = true
-		if _, err := ew.w.Write(eventNextHead); err != nil {
+		if _, err := ew.W.Write(eventNextHead); err != nil {
 			return 0, err
 		}
 	}
-	return ew.w.Write(p)
+	return ew.W.Write(p)
 }
 
-func (ew *eventWriter) Reset() bool {
-	if !ew.w.Reset() {
+func (ew *EventWriter) Reset() bool {
+	if !ew.W.Reset() {
 		return false
 	}
 	ew.open = false
 	return true
 }
 
-// end closes the next event and completes the stream.
-func (ew *eventWriter) end() {
+// End closes the next event and completes the stream.
+func (ew *EventWriter) End() {
 	if ew.open {
-		_, _ = ew.w.Write(eventEnd)
+		_, _ = ew.W.Write(eventEnd)
 	}
-	_, _ = ew.w.Write(eventComplete)
+	_, _ = ew.W.Write(eventComplete)
 }
 
-// acceptsEvents reads an Accept header: whether it lists text/event-stream, and whether it
+// AcceptsEvents reads an Accept header: whether it lists text/event-stream, and whether it
 // lists a JSON type too (application/json, application/graphql-response+json, or a wildcard
 // that covers them).
-func acceptsEvents(accept string) (events, json bool) {
+func AcceptsEvents(accept string) (events, json bool) {
 	for _, part := range strings.Split(accept, ",") {
 		mediaType, _, err := mime.ParseMediaType(strings.TrimSpace(part))
 		if err != nil {
 			continue
 		}
 		switch mediaType {
-		case mimeEvents:
+		case MIMEEvents:
 			events = true
-		case "*/*", "application/*", mimeJSON, mimeGraphQLResponse:
+		case "*/*", "application/*", gqlexec.MIMEJSON, gqlexec.MIMEGraphQLResponse:
 			json = true
 		}
 	}
 	return events, json
 }
 
-const mimeEvents = "text/event-stream"
-
-// params are r's parameters for gqlgen's executor.
-func (r *request) params() *graphql.RawParams {
-	return &graphql.RawParams{
-		Query:         r.query,
-		OperationName: r.operation,
-		Variables:     r.variables,
-		Extensions:    r.extensions,
-		ReadTime:      graphql.TraceTiming{Start: r.readStart, End: graphql.Now()},
-	}
-}
+// MIMEEvents is an event stream's Content-Type.
+const MIMEEvents = "text/event-stream"
 
 // stream is one client's live answer: the body fasthttp reads (on the connection's goroutine)
 // until it ends. Read blocks until there is something to send.
@@ -489,17 +483,4 @@ func (m *streamMetrics) pushed(attrs metric.MeasurementOption) {
 
 func (m *streamMetrics) recomputed(attrs metric.MeasurementOption) {
 	m.recomputations.Add(context.Background(), 1, attrs)
-}
-
-// Live is a subscription resolver's answer: the value its query's resolver returned (or its
-// error), as the one-value channel gqlgen's subscription execution reads. The stream's feed
-// runs the operation again at each data change (feed.go); each run is one answer.
-func Live[T any](v T, err error) (<-chan T, error) {
-	if err != nil {
-		return nil, err
-	}
-	ch := make(chan T, 1)
-	ch <- v
-	close(ch)
-	return ch, nil
 }

@@ -1,4 +1,4 @@
-package graphqlserver
+package gqlexec
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/99designs/gqlgen/complexity"
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/errcode"
 	"github.com/99designs/gqlgen/graphql/handler/extension"
@@ -78,11 +79,12 @@ type queryLimits struct {
 	maxDepth      int
 	maxComplexity int
 	maxRootFields int
-	// cache is gqlgen's parsed-query cache (queryCache): a document in it passed the checks
-	// and validated.
-	cache      graphql.Cache[*ast.QueryDocument]
-	schema     *ast.Schema
-	complexity *extension.ComplexityLimit
+	// cache is gqlgen's parsed-query cache: a document in it passed the checks and validated,
+	// and keeps its operations' measures.
+	cache  queryCache
+	schema *ast.Schema
+	// es computes gqlgen's complexity (rootFieldCost); set by Validate.
+	es graphql.ExecutableSchema
 }
 
 var _ interface {
@@ -91,20 +93,22 @@ var _ interface {
 	graphql.OperationContextMutator
 } = &queryLimits{}
 
-func newQueryLimits(maxDepth, maxComplexity, maxRootFields int, cache graphql.Cache[*ast.QueryDocument], schema *ast.Schema) *queryLimits {
+func newQueryLimits(maxDepth, maxComplexity, maxRootFields int, cache queryCache, schema *ast.Schema) *queryLimits {
 	return &queryLimits{
 		maxDepth:      maxDepth,
 		maxComplexity: maxComplexity,
 		maxRootFields: maxRootFields,
 		cache:         cache,
 		schema:        schema,
-		complexity:    extension.FixedComplexityLimit(maxComplexity),
 	}
 }
 
 func (q *queryLimits) ExtensionName() string { return queryLimitsName }
 
-func (q *queryLimits) Validate(es graphql.ExecutableSchema) error { return q.complexity.Validate(es) }
+func (q *queryLimits) Validate(es graphql.ExecutableSchema) error {
+	q.es = es
+	return nil
+}
 
 // MutateOperationParameters checks a document that gqlgen has not parsed yet, before it does,
 // and parses and validates it, once: gqlgen finds the result on the operation context (checked),
@@ -241,18 +245,25 @@ func validationRules(query string) *rules.Rules {
 	return r
 }
 
-// MutateOperationContext checks the validated operation a request runs.
+// MutateOperationContext checks the validated operation a request runs. The depth of its
+// fields and gqlgen's complexity (a walk of the whole selection, about 10 µs for a light
+// question) are measured once for an operation without variables, and kept with its document.
 func (q *queryLimits) MutateOperationContext(ctx context.Context, opCtx *graphql.OperationContext) *gqlerror.Error {
-	if d := queryDepth(opCtx.Doc, opCtx.Operation.SelectionSet); d > q.maxDepth {
-		return refusal("query depth %d exceeds LIMITS__MAX_QUERY_DEPTH=%d", d, q.maxDepth)
-	}
-	if err := q.complexity.MutateOperationContext(ctx, opCtx); err != nil {
-		c := q.maxComplexity + 1
-		if st, ok := opCtx.Stats.GetExtension(q.complexity.ExtensionName()).(*extension.ComplexityStats); ok {
-			c = st.Complexity
+	op := opCtx.Operation
+	m, keep, ok := q.cache.measured(ctx, opCtx.RawQuery, opCtx.Doc, op)
+	if !ok {
+		m.depth = queryDepth(opCtx.Doc, op.SelectionSet)
+		if m.depth <= q.maxDepth {
+			m.complexity = complexity.Calculate(ctx, q.es, op, opCtx.Variables)
 		}
+		keep(m)
+	}
+	if m.depth > q.maxDepth {
+		return refusal("query depth %d exceeds LIMITS__MAX_QUERY_DEPTH=%d", m.depth, q.maxDepth)
+	}
+	if m.complexity > q.maxComplexity {
 		return refusal("query complexity %d exceeds LIMITS__MAX_QUERY_COMPLEXITY=%d (a root field costs %d, any other field 1, each plus what it selects); split the query",
-			c, q.maxComplexity, rootFieldComplexity)
+			m.complexity, q.maxComplexity, rootFieldComplexity)
 	}
 	if q.maxRootFields > 0 {
 		if n := q.rootFields(opCtx); n > q.maxRootFields {

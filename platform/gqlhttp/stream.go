@@ -1,4 +1,4 @@
-package graphqlserver
+package gqlhttp
 
 import (
 	"context"
@@ -11,20 +11,13 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/emsanalytics/emsquery/platform/gqlexec"
 	"github.com/emsanalytics/emsquery/platform/httpbridge"
 )
 
-// responseWriter is the one writer a GraphQL answer is written into: the stream to the client
-// (streamWriter), with the answer cache's recorder in front of it when the answer may be kept.
-type responseWriter interface {
-	Header() http.Header
-	WriteHeader(status int)
-	Write(p []byte) (int, error)
-	// Reset drops what was written while none of it was sent, and says whether it could.
-	Reset() bool
-	// Fail marks the answer failed: a body partly sent is cut.
-	Fail(err error)
-}
+// The one writer a GraphQL answer is written into (gqlexec.ResponseWriter) is the stream to
+// the client (streamWriter), with the answer cache's recorder in front of it when the answer
+// may be kept.
 
 // streamAt is the size from which an answer is sent while it is still being written: the first
 // streamAt bytes are held (an answer that ends before them is sent whole, with a
@@ -52,7 +45,7 @@ var errCut = errors.New("the answer failed after its first bytes were sent")
 // cost about a tenth more processor time per answer (1,000,000 patients: 500 against 440 ms).
 // fasthttp closes the body when it stops reading it (sent, failed, or the response reset), which
 // runs an answer still suspended to its end (streamedBody.stop).
-func run(c *fiber.Ctx, timeout time.Duration, cause error, answer func(ctx context.Context, w responseWriter)) {
+func run(c *fiber.Ctx, timeout time.Duration, cause error, answer func(ctx context.Context, w gqlexec.ResponseWriter)) {
 	// The request's time bound (LIMITS__REQUEST_TIMEOUT) is on computing the answer: it ends
 	// when the answer starts to stream, whose pace is the client's (a steady reader is never
 	// cut; one that stops reading is the write timeout's).

@@ -1,4 +1,4 @@
-package graphqlserver
+package gqlhttp
 
 import (
 	"bytes"
@@ -6,6 +6,7 @@ import (
 	"sort"
 
 	"github.com/emsanalytics/emsquery/platform/answercache"
+	"github.com/emsanalytics/emsquery/platform/gqlexec"
 )
 
 // recorder is the writer an answer that identical requests may share is computed into: it holds
@@ -17,7 +18,7 @@ import (
 // rest of the answer follows it there as it is written (a whole table streamed to its one
 // client costs the cache nothing).
 type recorder struct {
-	w        responseWriter
+	w        gqlexec.ResponseWriter
 	limit    int64
 	outgrown func()
 	// admit, when set, is asked before the answer goes on to the client's writer: an answer
@@ -132,6 +133,10 @@ func (r *recorder) Fail(err error) {
 	r.failed = true
 	r.w.Fail(err)
 }
+
+// AdmitStreaming is gqlexec.MemoryWriter's: admit is asked before the answer goes on to the
+// client's writer.
+func (r *recorder) AdmitStreaming(admit func() error) { r.admit = admit }
 
 // answer is the recorded answer, nil when it may not be kept: a failure, a status other than
 // 200, or more than limit bytes.

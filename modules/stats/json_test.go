@@ -1,4 +1,4 @@
-package app
+package stats_test
 
 import (
 	"bytes"
@@ -9,22 +9,10 @@ import (
 
 	"github.com/emsanalytics/emsquery/app/gqlpublic"
 	"github.com/emsanalytics/emsquery/internal/dbtest"
+	"github.com/emsanalytics/emsquery/internal/gqltest"
 	"github.com/emsanalytics/emsquery/internal/servicetest"
 	"github.com/emsanalytics/emsquery/modules/stats"
 )
-
-// realSeries answers record_series with the module's resolver on a real database, the rest
-// with fakePublic.
-type realSeries struct {
-	*fakePublic
-	r *stats.Resolver
-}
-
-func (f realSeries) Query() gqlpublic.QueryResolver { return f }
-
-func (f realSeries) RecordSeries(ctx context.Context, startDate, endDate string, bucket stats.TimeBucket, groupBy *string, useOr *bool, filters []*stats.Filter) ([]*stats.SeriesPoint, error) {
-	return f.r.RecordSeries(ctx, startDate, endDate, bucket, groupBy, useOr, filters)
-}
 
 // The record_series resolver writes each point's JSON from the bytes the database sent (the
 // counts and values as text, the buckets' starts in binary, each labelled once): its answers are
@@ -53,7 +41,7 @@ func TestDirectJSONSeriesFromDatabaseMatchGqlgen(t *testing.T) {
 	}
 	db := dbtest.Open(t, fixture)
 	lim := stats.Limits{Columns: 10, Filters: 10, FilterValues: 100, PageSize: 1000, SeriesPoints: 5000}
-	es := gqlpublic.NewExecutableSchema(gqlpublic.Config{Resolvers: realSeries{&fakePublic{}, stats.NewResolver(stats.NewRepository(db), lim)}})
+	es := gqlpublic.NewExecutableSchema(gqlpublic.Config{Resolvers: gqltest.RealSeries{FakePublic: &gqltest.FakePublic{}, R: stats.NewResolver(stats.NewRepository(db), lim)}})
 	var queries []string
 	for _, b := range []struct{ bucket, start, end string }{
 		{"HOUR", "1969-12-31", "2000-01-02"}, // a refusal: too many buckets
@@ -86,15 +74,15 @@ func TestDirectJSONSeriesFromDatabaseMatchGqlgen(t *testing.T) {
 		`query Q($yes: Boolean!, $no: Boolean!) { record_series(start_date: "1899-12-01", end_date: "1900-02-28", bucket: DAY, group_by: "municipality") { bucket value @skip(if: $yes) column @include(if: $no) count @include(if: $yes) } }`,
 		`{ a: record_series(start_date: "1899-12-01", end_date: "1899-12-31", bucket: DAY) { bucket count } b: record_series(start_date: "1900-01-01", end_date: "1900-12-31", bucket: MONTH, group_by: "degree_of_urgency") { bucket value count } }`,
 	)
-	compareAnswers(t, es, queries)
+	gqltest.CompareAnswers(t, es, queries)
 	for _, q := range queries[:1] {
 		body := fmt.Sprintf(`{"query": %q}`, q)
-		if _, _, b := answer(t, server(es, true), body); !json.Valid(b) || !bytes.Contains(b, []byte(`LIMITS__MAX_SERIES_POINTS`)) {
+		if _, _, b := gqltest.Answer(t, gqltest.Server(es, true), body); !json.Valid(b) || !bytes.Contains(b, []byte(`LIMITS__MAX_SERIES_POINTS`)) {
 			t.Errorf("%s: want the limit's error, got %.300s", q, b)
 		}
 	}
 	body := fmt.Sprintf(`{"query": %q}`, queries[len(queries)-7])
-	if _, _, b := answer(t, server(es, true), body); !bytes.Contains(b, []byte(`LIMITS__MAX_SERIES_POINTS`)) {
+	if _, _, b := gqltest.Answer(t, gqltest.Server(es, true), body); !bytes.Contains(b, []byte(`LIMITS__MAX_SERIES_POINTS`)) {
 		t.Errorf("1,001 days times 6 values: want the limit's error, got %.300s", b)
 	}
 }

@@ -1,4 +1,4 @@
-package app
+package gqlhttp_test
 
 import (
 	"bufio"
@@ -7,7 +7,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http/httputil"
 	"os"
@@ -23,11 +22,12 @@ import (
 
 	"github.com/emsanalytics/emsquery/app/gqlpublic"
 	"github.com/emsanalytics/emsquery/internal/dbtest"
+	"github.com/emsanalytics/emsquery/internal/gqltest"
 	"github.com/emsanalytics/emsquery/internal/servicetest"
 	"github.com/emsanalytics/emsquery/modules/patients"
 	"github.com/emsanalytics/emsquery/modules/resources"
-	"github.com/emsanalytics/emsquery/platform/config"
-	"github.com/emsanalytics/emsquery/platform/graphqlserver"
+	"github.com/emsanalytics/emsquery/platform/gqlfield"
+	"github.com/emsanalytics/emsquery/platform/gqlhttp"
 	"github.com/emsanalytics/emsquery/platform/httpbridge"
 	"github.com/emsanalytics/emsquery/platform/keyset"
 )
@@ -38,19 +38,22 @@ import (
 // and CPU profiles (-cpuprofile) are the robust measures; the client's share is the same on
 // both sides of a comparison.
 //
-//	go test ./app/ -run '^$' -bench 'GraphQLPath' -benchmem -count 10
+//	go test ./platform/gqlhttp/ -run '^$' -bench 'GraphQLPath' -benchmem -count 10
 //
 // BENCH_PATIENTS sets the rows of dim_patient for the patients benchmark (default 1,000,000).
 
-// benchServer serves es's /graphql as NewServer does, and returns its base URL.
+// writeBufferSize is the server's (app/server.go): a light answer and its head go out in one
+// write.
+const writeBufferSize = 64 << 10
+
+// benchServer serves es's /graphql as app.NewServer does, and returns its base URL.
 func benchServer(b *testing.B, es *gqlpublic.Config) string {
 	b.Helper()
-	limits := testLimits
-	limits.RequestTimeout = config.Seconds(30 * time.Second)
-	o := graphQLOptions("/graphql", limits, nil, nil, slog.New(slog.NewTextHandler(io.Discard, nil)), nil, nil)
+	o := gqltest.Options()
+	o.RequestTimeout = 30 * time.Second
 	f := fiber.New(fiber.Config{DisableStartupMessage: true, WriteBufferSize: writeBufferSize, StreamRequestBody: true, DisablePreParseMultipartForm: true})
 	httpbridge.StreamBodies(f, func(*fasthttp.RequestHeader) bool { return true })
-	f.All("/graphql", graphqlserver.New(gqlpublic.NewExecutableSchema(*es), o).Handlers(func(c *fiber.Ctx) error { return c.Next() })...)
+	f.All("/graphql", gqlhttp.New(gqlpublic.NewExecutableSchema(*es), o).Handlers(func(c *fiber.Ctx) error { return c.Next() })...)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
@@ -222,7 +225,7 @@ func BenchmarkGraphQLPathResources(b *testing.B) {
 		}
 	}
 	db := dbtest.Open(b, fixture)
-	url := benchServer(b, &gqlpublic.Config{Resolvers: realResources{&fakePublic{}, resources.NewResolver(resources.NewRepository(db), 1000)}})
+	url := benchServer(b, &gqlpublic.Config{Resolvers: gqltest.RealResources{FakePublic: &gqltest.FakePublic{}, R: resources.NewResolver(resources.NewRepository(db), 1000)}})
 	benchAsk(b, url, `{ resources { sk_resource resource_id callsign station_id station valid_from valid_to } }`, `{"data":{"resources":[{"sk_resource":1,`, 1)
 }
 
@@ -250,7 +253,7 @@ func BenchmarkGraphQLPathPatients(b *testing.B) {
 		}
 	}
 	db := dbtest.Open(b, fixture)
-	url := benchServer(b, &gqlpublic.Config{Resolvers: realPatients{&fakePublic{}, patients.NewResolver(patients.NewRepository(db), 1000)}})
+	url := benchServer(b, &gqlpublic.Config{Resolvers: gqltest.RealPatients{FakePublic: &gqltest.FakePublic{}, R: patients.NewResolver(patients.NewRepository(db), 1000)}})
 	for _, clients := range []int{1, 4} {
 		b.Run(fmt.Sprintf("c=%d", clients), func(b *testing.B) {
 			benchAsk(b, url, `{ patients { sk_patient age date_of_birth gender weight } }`, `{"data":{"patients":[{"sk_patient":1,`, clients)
@@ -262,7 +265,7 @@ func BenchmarkGraphQLPathPatients(b *testing.B) {
 // (patientRowsSQL's columns in patientFormats), written by the module's own column writer: the
 // list's encoding and sending without the database.
 type memoryPatients struct {
-	*fakePublic
+	*gqltest.FakePublic
 	rows [][][]byte
 }
 
@@ -278,7 +281,7 @@ func (f memoryPatients) Patients(ctx context.Context, _, _ *int) ([]*patients.Pa
 		}
 		return true, nil
 	}
-	return graphqlserver.List(ctx, src, true)
+	return gqlfield.List(ctx, src, true)
 }
 
 // BenchmarkGraphQLPathPatientsEncode is BenchmarkGraphQLPathPatients without the database: the
@@ -299,6 +302,39 @@ func BenchmarkGraphQLPathPatientsEncode(b *testing.B) {
 		weight := strconv.AppendFloat(nil, float64(400+(i+1)%900)/10, 'f', 1, 64)
 		rows[i] = [][]byte{sk, age, born, genders[(i+1)%3], weight}
 	}
-	url := benchServer(b, &gqlpublic.Config{Resolvers: memoryPatients{&fakePublic{}, rows}})
+	url := benchServer(b, &gqlpublic.Config{Resolvers: memoryPatients{&gqltest.FakePublic{}, rows}})
 	benchAsk(b, url, `{ patients { sk_patient age date_of_birth gender weight } }`, `{"data":{"patients":[{"sk_patient":1,`, 1)
+}
+
+// BenchmarkGraphQLPathLightHandler is the light question's fixed cost without the network and
+// the database: the endpoint's Fiber handler called with one request, the resources (200) held
+// in memory. Less noisy than the end-to-end benchmarks on a busy machine (its allocations and
+// time are the path's own).
+func BenchmarkGraphQLPathLightHandler(b *testing.B) {
+	es := gqlpublic.NewExecutableSchema(gqlpublic.Config{Resolvers: gqltest.PublicData(200)})
+	f := fiber.New(fiber.Config{DisableStartupMessage: true})
+	f.All("/graphql", gqlhttp.New(es, gqltest.Options()).Handlers(func(c *fiber.Ctx) error { return c.Next() })...)
+	benchHandler(b, f.Handler(), `{"query":"{ resources { sk_resource resource_id callsign station_id station valid_from valid_to } }"}`)
+}
+
+// benchHandler calls h with a POST of body to /graphql b.N times; every answer must be 200.
+func benchHandler(b *testing.B, h fasthttp.RequestHandler, body string) {
+	var req fasthttp.Request
+	req.Header.SetMethod(fasthttp.MethodPost)
+	req.SetRequestURI("/graphql")
+	req.Header.SetContentType("application/json")
+	req.SetBodyString(body)
+	var ctx fasthttp.RequestCtx
+	b.ReportAllocs()
+	cpu0 := processCPU(b)
+	for b.Loop() {
+		ctx.Init(&req, nil, nil)
+		h(&ctx)
+		if ctx.Response.StatusCode() != 200 {
+			b.Fatalf("answer %d %.300s", ctx.Response.StatusCode(), ctx.Response.Body())
+		}
+	}
+	// The process's processor time: on a busy machine, time per operation also counts the
+	// waits for a processor.
+	b.ReportMetric(float64(processCPU(b)-cpu0)/float64(b.N), "cpu-ns/op")
 }

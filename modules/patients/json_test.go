@@ -1,4 +1,4 @@
-package app
+package patients_test
 
 import (
 	"bytes"
@@ -9,26 +9,10 @@ import (
 
 	"github.com/emsanalytics/emsquery/app/gqlpublic"
 	"github.com/emsanalytics/emsquery/internal/dbtest"
+	"github.com/emsanalytics/emsquery/internal/gqltest"
 	"github.com/emsanalytics/emsquery/internal/servicetest"
 	"github.com/emsanalytics/emsquery/modules/patients"
 )
-
-// realPatients answers patients with the module's resolver on a real database, the rest with
-// fakePublic.
-type realPatients struct {
-	*fakePublic
-	r *patients.Resolver
-}
-
-func (f realPatients) Query() gqlpublic.QueryResolver { return f }
-
-func (f realPatients) Patients(ctx context.Context, limit, after *int) ([]*patients.Patient, error) {
-	return f.r.Patients(ctx, limit, after)
-}
-
-func (f realPatients) Oxygens(ctx context.Context, distinctFields []string, limit, after *int) ([]*patients.Oxygen, error) {
-	return f.r.Oxygens(ctx, distinctFields, limit, after)
-}
 
 // The patients resolver writes each row's JSON (patients and oxygens) from the bytes the database sent (integers and
 // text as text, dates and floats in binary): its answers, on rows with awkward values, are
@@ -82,7 +66,7 @@ func TestDirectJSONPatientsFromDatabaseMatchGqlgen(t *testing.T) {
 		}
 	}
 	db := dbtest.Open(t, fixture)
-	es := gqlpublic.NewExecutableSchema(gqlpublic.Config{Resolvers: realPatients{&fakePublic{}, patients.NewResolver(patients.NewRepository(db), 1000)}})
+	es := gqlpublic.NewExecutableSchema(gqlpublic.Config{Resolvers: gqltest.RealPatients{FakePublic: &gqltest.FakePublic{}, R: patients.NewResolver(patients.NewRepository(db), 1000)}})
 	queries := []string{
 		`{ patients { sk_patient age date_of_birth gender weight } }`,
 		`{ patients { weight date_of_birth } }`,
@@ -98,7 +82,7 @@ func TestDirectJSONPatientsFromDatabaseMatchGqlgen(t *testing.T) {
 		`query Q($yes: Boolean!) { oxygens(after: 120) { sk_oxygen route @skip(if: $yes) ...O } } fragment O on Oxygen { administered_at @include(if: $yes) }`,
 		`{ oxygens(distinct_fields: ["route"]) { route flow_rate } }`,
 	}
-	t.Run("values", func(t *testing.T) { compareAnswers(t, es, queries) })
+	t.Run("values", func(t *testing.T) { gqltest.CompareAnswers(t, es, queries) })
 	// A value gqlgen refuses (a NaN weight): an error of the field, as gqlgen's is of the element.
 	for _, q := range []string{
 		`INSERT INTO dim_patient (sk_patient, weight) VALUES (100000, 'NaN')`,
@@ -108,10 +92,10 @@ func TestDirectJSONPatientsFromDatabaseMatchGqlgen(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	t.Run("NaN", func(t *testing.T) { compareAnswers(t, es, queries) })
+	t.Run("NaN", func(t *testing.T) { gqltest.CompareAnswers(t, es, queries) })
 	for _, q := range []string{`{ patients { sk_patient weight } }`, `{ oxygens { sk_oxygen flow_rate } }`} {
 		body := fmt.Sprintf(`{"query": %q}`, q)
-		if _, _, b, cut := answerCut(t, server(es, true), body); !cut && (!json.Valid(b) || !bytes.Contains(b, []byte(`"errors"`))) {
+		if _, _, b, cut := gqltest.AnswerCut(t, gqltest.Server(es, true), body); !cut && (!json.Valid(b) || !bytes.Contains(b, []byte(`"errors"`))) {
 			t.Errorf("%s: a NaN: want an error, got %.300s", q, b)
 		}
 	}

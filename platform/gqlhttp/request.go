@@ -1,4 +1,4 @@
-package graphqlserver
+package gqlhttp
 
 import (
 	"bytes"
@@ -12,41 +12,18 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/99designs/gqlgen/graphql"
 	"github.com/gofiber/fiber/v2"
-	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"github.com/emsanalytics/emsquery/platform/apierr"
+	"github.com/emsanalytics/emsquery/platform/gqlexec"
 	"github.com/emsanalytics/emsquery/platform/httpbridge"
 )
 
 // request is a GraphQL request as read, once, from the HTTP request: the parameters gqlgen
 // executes, and what the answer's bytes depend on besides them (the cache key's parts).
 type request struct {
-	get         bool
-	accept      string // the Accept header, which chooses the Content-Type
+	*gqlexec.Request
 	ifNoneMatch string // the ETags the client holds
-	contentType string // the answer's, negotiated from accept
-	query       string
-	operation   string
-	variables   map[string]any
-	extensions  map[string]any
-	// vars and ext are variables and extensions in a canonical form (keys sorted, numbers as
-	// written), so that the same values written differently are one question.
-	vars, ext []byte
-	readStart time.Time
-	// live: the request is a stream's (a subscription over SSE, live.go).
-	live bool
-	// prepared is the operation that subscribe prepared for a request it did not take (a
-	// query, or a document that does not validate): execute runs or refuses it as it is, once,
-	// rather than checking the document again.
-	prepared *prepared
-}
-
-// prepared is what gqlgen's executor made of a request's parameters.
-type prepared struct {
-	rc   *graphql.OperationContext
-	errs gqlerror.List
 }
 
 // readRequest reads the GraphQL request of c, or answers c with the refusal of one that is
@@ -92,10 +69,10 @@ func readRequest(c *fiber.Ctx) (*request, error) {
 		}
 		return nil, nil
 	}
-	r.readStart = start
-	r.accept = c.Get(fiber.HeaderAccept)
+	r.ReadStart = start
+	r.Accept = c.Get(fiber.HeaderAccept)
 	r.ifNoneMatch = c.Get(fiber.HeaderIfNoneMatch)
-	r.contentType = responseContentType(r.accept)
+	r.ContentType = gqlexec.ResponseContentType(r.Accept)
 	return r, nil
 }
 
@@ -219,18 +196,18 @@ func readGet(c *fiber.Ctx) (*request, error) {
 	if err != nil {
 		return nil, err
 	}
-	r.get = true
+	r.Get = true
 	return r, nil
 }
 
 // request decodes the parameters' values, as gqlgen's transports decode them (numbers as
-// json.Number), and their canonical forms.
+// json.Number), and their canonical forms (gqlexec.CanonicalObject).
 func (p graphQLParams) request() (*request, error) {
-	r := &request{}
+	r := &request{Request: &gqlexec.Request{}}
 	for _, m := range []struct {
 		raw json.RawMessage
 		to  *string
-	}{{p.Query, &r.query}, {p.OperationName, &r.operation}} {
+	}{{p.Query, &r.Query}, {p.OperationName, &r.Operation}} {
 		if len(m.raw) > 0 && string(m.raw) != "null" {
 			if err := json.Unmarshal(m.raw, m.to); err != nil {
 				return nil, fmt.Errorf("the request body is not valid JSON (%s): %s", jsonProblem(err), graphQLBodyHint)
@@ -238,34 +215,13 @@ func (p graphQLParams) request() (*request, error) {
 		}
 	}
 	var err error
-	if r.variables, r.vars, err = canonicalObject(p.Variables); err != nil {
+	if r.Variables, r.Vars, err = gqlexec.CanonicalObject(p.Variables); err != nil {
 		return nil, errors.New("variables must be a JSON object")
 	}
-	if r.extensions, r.ext, err = canonicalObject(p.Extensions); err != nil {
+	if r.Extensions, r.Ext, err = gqlexec.CanonicalObject(p.Extensions); err != nil {
 		return nil, errors.New("extensions must be a JSON object")
 	}
 	return r, nil
-}
-
-// canonicalObject decodes a JSON object (numbers as json.Number) and encodes it again with its
-// keys sorted and no spaces; an absent, null or empty object is nil in both forms ({} is what
-// gqlgen makes of no variables too).
-func canonicalObject(raw json.RawMessage) (map[string]any, []byte, error) {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 || string(raw) == "null" {
-		return nil, nil, nil
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var m map[string]any
-	if err := dec.Decode(&m); err != nil {
-		return nil, nil, err
-	}
-	if len(m) == 0 {
-		return m, nil, nil
-	}
-	b, err := json.Marshal(m)
-	return m, b, err
 }
 
 // refuse answers with a GraphQL errors body whose code is BAD_USER_INPUT.

@@ -1,4 +1,4 @@
-package graphqlserver
+package gqlexec
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 )
 
 // tracerName is the instrumentation scope of the operation spans.
-const tracerName = "github.com/emsanalytics/emsquery/platform/graphqlserver"
+const tracerName = "github.com/emsanalytics/emsquery/platform/gqlexec"
 
 // operationTrace is the gqlgen extension that makes each GraphQL operation a span, the parent
 // of its resolvers' database statements: named and attributed as OpenTelemetry's GraphQL

@@ -1,4 +1,4 @@
-package graphqlserver
+package gqlhttp
 
 import (
 	"bytes"
@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// sink is a responseWriter that keeps what reaches it.
+// sink is a gqlexec.ResponseWriter that keeps what reaches it.
 type sink struct {
 	header http.Header
 	status int

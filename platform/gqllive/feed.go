@@ -1,4 +1,4 @@
-package graphqlserver
+package gqllive
 
 import (
 	"bytes"
@@ -14,6 +14,7 @@ import (
 
 	"github.com/emsanalytics/emsquery/platform/answercache"
 	"github.com/emsanalytics/emsquery/platform/apierr"
+	"github.com/emsanalytics/emsquery/platform/gqlexec"
 )
 
 // feed is the live answer to one question (endpoint, document, operation, variables: the
@@ -52,7 +53,7 @@ type feed struct {
 type feedKey = answercache.Key
 
 // question is what a feed keeps of the request that started it: only the parts that make the
-// question (r.key's), the variables and extensions in their canonical JSON rather than decoded
+// question (Request.Key's), the variables and extensions in their canonical JSON rather than decoded
 // (a decoded object costs several times its JSON; decoding it again for each computation costs
 // little beside the computation's statements).
 type question struct {
@@ -60,8 +61,8 @@ type question struct {
 	vars, ext        []byte
 }
 
-func questionOf(r *request) question {
-	return question{query: r.query, operation: r.operation, vars: r.vars, ext: r.ext}
+func questionOf(r *gqlexec.Request) question {
+	return question{query: r.Query, operation: r.Operation, vars: r.Vars, ext: r.Ext}
 }
 
 // size is what the question holds, as counted in the streams' budget.
@@ -70,19 +71,19 @@ func (q question) size() int64 {
 }
 
 // request is the question as a stream's request for one computation.
-func (q question) request() *request {
-	r := &request{live: true, accept: mimeEvents, contentType: mimeEvents, query: q.query, operation: q.operation, vars: q.vars, ext: q.ext, readStart: time.Now()}
-	// Canonical JSON that canonicalObject made: it decodes again.
-	r.variables, _, _ = canonicalObject(q.vars)
-	r.extensions, _, _ = canonicalObject(q.ext)
+func (q question) request() *gqlexec.Request {
+	r := &gqlexec.Request{Live: true, Accept: MIMEEvents, ContentType: MIMEEvents, Query: q.query, Operation: q.operation, Vars: q.vars, Ext: q.ext, ReadStart: time.Now()}
+	// Canonical JSON that CanonicalObject made: it decodes again.
+	r.Variables, _, _ = gqlexec.CanonicalObject(q.vars)
+	r.Extensions, _, _ = gqlexec.CanonicalObject(q.ext)
 	return r
 }
 
 // join adds a stream to the feed of r's question at e, started here when it is the first, or
 // says why not: a new feed's question must fit in the streams' budget beside what the other
 // feeds hold.
-func (s *Streams) join(e *Endpoint, r *request, ctx context.Context) (*feed, *errStreams) {
-	k := r.key(e.route)
+func (s *Streams) join(e *Endpoint, r *gqlexec.Request, ctx context.Context) (*feed, *errStreams) {
+	k := r.Key(e.route)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	f := s.feeds[k]
@@ -191,8 +192,8 @@ func (f *feed) compute(v answercache.Version) (body []byte, failed, final bool) 
 	}
 	run := func() []byte {
 		w := &bufferWriter{header: http.Header{}}
-		resp, ok := e.execute(ctx, w, f.q.request())
-		f.s.metrics.recomputed(e.liveAttrs)
+		resp, ok := e.exec.Execute(ctx, w, f.q.request())
+		f.s.metrics.recomputed(e.attrs)
 		failed = !ok || resp == nil || len(resp.Errors) > 0
 		final = failed && resp != nil && len(resp.Errors) > 0 && questionsFault(resp.Errors)
 		return w.body
@@ -269,7 +270,7 @@ func tooLargeAnswer(maxAnswer, maxBytes int64) []byte {
 	return b
 }
 
-// bufferWriter is the responseWriter a feed's answer is computed into: held whole (a
+// bufferWriter is the gqlexec.ResponseWriter a feed's answer is computed into: held whole (a
 // subscription's answer is a dashboard's, never a whole table).
 type bufferWriter struct {
 	header http.Header

@@ -1,4 +1,4 @@
-package patients_test
+package gqlhttp_test
 
 import (
 	"bufio"
@@ -30,6 +30,13 @@ import (
 // real HTTP from a real PostgreSQL database; what the client receives is decoded as it arrives
 // (never held whole) and checked against aggregates the database computes; the service's
 // memory is read from /proc while it answers.
+
+// administeredAtText is PostgreSQL's ISO text of a timestamp whatever the session's DateStyle:
+// seconds always, a fraction (trailing zeros cut) only when there is one (as the patients
+// module's tests compute it).
+const administeredAtText = `to_char(administered_at, 'YYYY-MM-DD HH24:MI:SS') ||
+       CASE WHEN date_trunc('second', administered_at) = administered_at THEN ''
+            ELSE rtrim(to_char(administered_at, '.US'), '0') END`
 
 // memoryBound is contract 6.10's bound on the service's process memory while it streams.
 const memoryBound = 100 * 1000 * 1000

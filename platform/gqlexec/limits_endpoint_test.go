@@ -1,11 +1,9 @@
-package app
+package gqlexec_test
 
 import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -14,15 +12,15 @@ import (
 	"time"
 
 	"github.com/emsanalytics/emsquery/app/gqlpublic"
-	"github.com/emsanalytics/emsquery/platform/config"
+	"github.com/emsanalytics/emsquery/internal/gqltest"
 )
 
-// The document limits (platform/graphqlserver) in /graphql's gqlgen server, built as the server
-// builds it, without a database (only introspection runs).
+// The document limits in /graphql's gqlgen server, built as the server builds it (through the
+// endpoint, platform/gqlhttp), without a database (only introspection runs).
 
 func introspectionQuery(t *testing.T) string {
 	t.Helper()
-	b, err := os.ReadFile("../platform/graphqlserver/testdata/introspection.graphql") // graphql-js 16's introspection query, kept once
+	b, err := os.ReadFile("testdata/introspection.graphql") // graphql-js 16's introspection query, kept once
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,15 +101,11 @@ func (r gqlResult) code() string {
 	return c
 }
 
-// testLimits are the default document limits, for gqlgen servers built in tests.
-var testLimits = config.Limits{QueryDepth: 15, QueryComplexity: 1000}
-
 // limitsServer is /graphql's gqlgen server with the default limits and no resolvers: only
 // introspection can run, which is all these tests need.
 func limitsServer(t *testing.T) http.Handler {
 	t.Helper()
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	return newTestEndpoint(gqlpublic.NewSchema(&gqlpublic.Resolver{}), graphQLOptions("/graphql", testLimits, nil, nil, log, nil, nil))
+	return gqltest.NewEndpoint(gqlpublic.NewSchema(&gqlpublic.Resolver{}), gqltest.Options())
 }
 
 func postQuery(t *testing.T, h http.Handler, query string) gqlResult {
@@ -224,10 +218,9 @@ func TestParsedQueryCache(t *testing.T) {
 // one response name count once, and fields that @skip or @include leave out with the request's
 // variables do not count. A refusal is a request error (422, no data), before any resolver runs.
 func TestRootFieldsLimit(t *testing.T) {
-	limits := testLimits
-	limits.MaxRootFields = 3
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	h := newTestEndpoint(gqlpublic.NewSchema(&gqlpublic.Resolver{}), graphQLOptions("/graphql", limits, nil, nil, log, nil, nil))
+	o := gqltest.Options()
+	o.MaxRootFields = 3
+	h := gqltest.NewEndpoint(gqlpublic.NewSchema(&gqlpublic.Resolver{}), o)
 	post := func(query string, vars map[string]any) gqlResult {
 		body, _ := json.Marshal(map[string]any{"query": query, "variables": vars})
 		req := httptest.NewRequest(http.MethodPost, "/graphql", bytes.NewReader(body))
