@@ -25,7 +25,7 @@ test-deps:
 # Every test, against real PostgreSQL clusters the tests start themselves, then a brief run of
 # each fuzz target, package:target (their seed corpora in testdata/fuzz/ run with the tests too),
 # with Go 1.27.3 or newer (scripts/fuzz.sh says why).
-FUZZ_TARGETS := modules/stats:FuzzConvert modules/stats:FuzzCompile modules/stats:FuzzPerColumnSQL \
+FUZZ_TARGETS := modules/records:FuzzConvert modules/records:FuzzCompile modules/stats:FuzzPerColumnSQL \
 	modules/stats:FuzzSeriesSQL modules/stats:FuzzStatsSQL \
 	modules/reports:FuzzExportQuery modules/reports:FuzzArrayLiteral
 FUZZTIME ?= 6s

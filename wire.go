@@ -36,6 +36,7 @@ func initService(cfg *config.Config, svc telemetry.Service) (*app.Server, func()
 		auth.NewChecker,
 		keyset.NewMaxPage,
 		newStreamedAnswers,
+		recordLimits, statsLimits, reportLimits, exportOptions,
 		stats.ProviderSet,
 		resources.ProviderSet,
 		patients.ProviderSet,

@@ -71,10 +71,11 @@ func initService(cfg *config.Config, svc telemetry.Service) (*app.Server, func()
 		return nil, nil, err
 	}
 	repository := stats.NewRepository(db)
-	maxPage := keyset.NewMaxPage(limits)
-	statsLimits := stats.NewLimits(limits, maxPage)
-	resolver := stats.NewResolver(repository, statsLimits)
+	recordsLimits := recordLimits(limits)
+	limits2 := statsLimits(recordsLimits, limits)
+	resolver := stats.NewResolver(repository, limits2)
 	resourcesRepository := resources.NewRepository(db)
+	maxPage := keyset.NewMaxPage(limits)
 	resourcesResolver := resources.NewResolver(resourcesRepository, maxPage)
 	patientsRepository := patients.NewRepository(db)
 	patientsResolver := patients.NewResolver(patientsRepository, maxPage)
@@ -89,7 +90,8 @@ func initService(cfg *config.Config, svc telemetry.Service) (*app.Server, func()
 	}
 	schema := gqlpublic.NewSchema(gqlpublicResolver)
 	reportsRepository := reports.NewRepository(db)
-	serveResolver := reports.NewServeResolver(reportsRepository, statsLimits)
+	reportsLimits := reportLimits(recordsLimits, maxPage)
+	serveResolver := reports.NewServeResolver(reportsRepository, reportsLimits)
 	serveSubscriptions := reports.NewServeSubscriptions(serveResolver)
 	gqlserveResolver := &gqlserve.Resolver{
 		Reports:     serveResolver,
@@ -127,8 +129,9 @@ func initService(cfg *config.Config, svc telemetry.Service) (*app.Server, func()
 		return nil, nil, err
 	}
 	streamedAnswers := newStreamedAnswers(limits)
-	exporter, cleanup8 := reports.NewExporter(db, logger, statsLimits)
-	exportSlots := reports.NewExportSlots(limits, configDatabase, streamedAnswers, logger)
+	exporter, cleanup8 := reports.NewExporter(db, logger, reportsLimits)
+	reportsExportOptions := exportOptions(limits, configDatabase)
+	exportSlots := reports.NewExportSlots(reportsExportOptions, streamedAnswers, logger)
 	exportHandler := reports.NewExportHandler(exporter, exportSlots, logger)
 	server, err := app.NewServer(configApp, limits, security, logger, db, checker, graphQLEndpoints, answercacheCache, streams, streamedAnswers, meterProvider, tracerProvider, exportHandler)
 	if err != nil {

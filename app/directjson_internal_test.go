@@ -23,6 +23,7 @@ import (
 	"github.com/emsanalytics/emsquery/app/gqlpublic"
 	"github.com/emsanalytics/emsquery/app/gqlserve"
 	"github.com/emsanalytics/emsquery/modules/patients"
+	"github.com/emsanalytics/emsquery/modules/records"
 	"github.com/emsanalytics/emsquery/modules/reports"
 	"github.com/emsanalytics/emsquery/modules/resources"
 	"github.com/emsanalytics/emsquery/modules/stats"
@@ -59,7 +60,7 @@ func (f *fakePublic) Query() gqlpublic.QueryResolver { return f }
 // Subscription: these tests ask queries only.
 func (f *fakePublic) Subscription() gqlpublic.SubscriptionResolver { return nil }
 
-func (f *fakePublic) DistinctValues(context.Context, []string, string, string, *bool, []*stats.Filter) ([]*stats.DistinctValue, error) {
+func (f *fakePublic) DistinctValues(context.Context, []string, string, string, *bool, []*records.Filter) ([]*stats.DistinctValue, error) {
 	var out []*stats.DistinctValue
 	for i, s := range oddTexts {
 		v := &stats.DistinctValue{Column: fmt.Sprint("c", i%3), Value: ptr(s)}
@@ -71,7 +72,7 @@ func (f *fakePublic) DistinctValues(context.Context, []string, string, string, *
 	return out, nil
 }
 
-func (f *fakePublic) UniqueCounts(context.Context, []string, string, string, *bool, []*stats.Filter) ([]*stats.UniqueCount, error) {
+func (f *fakePublic) UniqueCounts(context.Context, []string, string, string, *bool, []*records.Filter) ([]*stats.UniqueCount, error) {
 	out := []*stats.UniqueCount{}
 	for i, s := range oddTexts {
 		out = append(out, &stats.UniqueCount{Column: s, Count: int64(i) * 1e12, Value: ptr(s)})
@@ -86,7 +87,7 @@ func (f *fakePublic) RecordsCount(_ context.Context, station *string) (*stats.Re
 	return &stats.RecordsCount{Count: math.MaxInt64}, nil
 }
 
-func (f *fakePublic) RecordSeries(context.Context, string, string, stats.TimeBucket, *string, *bool, []*stats.Filter) ([]*stats.SeriesPoint, error) {
+func (f *fakePublic) RecordSeries(context.Context, string, string, stats.TimeBucket, *string, *bool, []*records.Filter) ([]*stats.SeriesPoint, error) {
 	out := []*stats.SeriesPoint{}
 	for i, s := range oddTexts {
 		p := &stats.SeriesPoint{Bucket: fmt.Sprintf("2024-%02d", i%12+1), Count: int64(i) * 1e11}
@@ -98,7 +99,7 @@ func (f *fakePublic) RecordSeries(context.Context, string, string, stats.TimeBuc
 	return out, f.err
 }
 
-func (f *fakePublic) RecordStats(context.Context, string, string, string, []string, *stats.TimeBucket, []float64, *float64, *bool, []*stats.Filter) ([]*stats.MeasureStats, error) {
+func (f *fakePublic) RecordStats(context.Context, string, string, string, []string, *stats.TimeBucket, []float64, *float64, *bool, []*records.Filter) ([]*stats.MeasureStats, error) {
 	out := []*stats.MeasureStats{}
 	for i, s := range oddTexts {
 		m := &stats.MeasureStats{Count: int64(i), Measured: int64(i / 2), Group: []stats.GroupValue{{Column: "station", Value: ptr(s)}, {Column: "age"}},
@@ -171,10 +172,10 @@ func (f *fakeServe) Query() gqlserve.QueryResolver { return f }
 
 // Subscription: these tests ask queries only.
 func (f *fakeServe) Subscription() gqlserve.SubscriptionResolver { return nil }
-func (f *fakeServe) MainReport(context.Context, string, string, []*stats.Filter, *bool, *int, *int) (*reports.MainReport, error) {
+func (f *fakeServe) MainReport(context.Context, string, string, []*records.Filter, *bool, *int, *int) (*reports.MainReport, error) {
 	return f.report, nil
 }
-func (f *fakeServe) MainReportSummary(context.Context, string, string, []*stats.Filter, *bool) (*reports.MainReportSummary, error) {
+func (f *fakeServe) MainReportSummary(context.Context, string, string, []*records.Filter, *bool) (*reports.MainReportSummary, error) {
 	return f.summary, nil
 }
 
@@ -194,7 +195,7 @@ func (fakeLookups) Municipalities(context.Context) ([]string, error) { return ni
 func (fakeLookups) OxygenRoutes(context.Context) ([]string, error)   { return []string{}, nil }
 func (fakeLookups) Genders(context.Context) ([]string, error)        { return []string{"female"}, nil }
 func (fakeLookups) Columns(context.Context) ([]*reports.QueryableColumn, error) {
-	return []*reports.QueryableColumn{{Name: "station", Type: "TEXT", Operators: stats.FilterOperators()}}, nil
+	return []*reports.QueryableColumn{{Name: "station", Type: "TEXT", Operators: records.FilterOperators()}}, nil
 }
 
 func publicData(n int) *fakePublic {

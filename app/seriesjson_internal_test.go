@@ -10,6 +10,7 @@ import (
 	"github.com/emsanalytics/emsquery/app/gqlpublic"
 	"github.com/emsanalytics/emsquery/internal/dbtest"
 	"github.com/emsanalytics/emsquery/internal/servicetest"
+	"github.com/emsanalytics/emsquery/modules/records"
 	"github.com/emsanalytics/emsquery/modules/stats"
 )
 
@@ -22,7 +23,7 @@ type realSeries struct {
 
 func (f realSeries) Query() gqlpublic.QueryResolver { return f }
 
-func (f realSeries) RecordSeries(ctx context.Context, startDate, endDate string, bucket stats.TimeBucket, groupBy *string, useOr *bool, filters []*stats.Filter) ([]*stats.SeriesPoint, error) {
+func (f realSeries) RecordSeries(ctx context.Context, startDate, endDate string, bucket stats.TimeBucket, groupBy *string, useOr *bool, filters []*records.Filter) ([]*stats.SeriesPoint, error) {
 	return f.r.RecordSeries(ctx, startDate, endDate, bucket, groupBy, useOr, filters)
 }
 
@@ -52,7 +53,7 @@ func TestDirectJSONSeriesFromDatabaseMatchGqlgen(t *testing.T) {
 		}
 	}
 	db := dbtest.Open(t, fixture)
-	lim := stats.Limits{Columns: 10, Filters: 10, FilterValues: 100, PageSize: 1000, SeriesPoints: 5000}
+	lim := stats.Limits{Records: records.Limits{Columns: 10, Filters: 10, FilterValues: 100}, SeriesPoints: 5000}
 	es := gqlpublic.NewExecutableSchema(gqlpublic.Config{Resolvers: realSeries{&fakePublic{}, stats.NewResolver(stats.NewRepository(db), lim)}})
 	var queries []string
 	for _, b := range []struct{ bucket, start, end string }{

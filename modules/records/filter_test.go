@@ -1,4 +1,4 @@
-package stats_test
+package records_test
 
 import (
 	"errors"
@@ -8,15 +8,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/emsanalytics/emsquery/modules/stats"
+	"github.com/emsanalytics/emsquery/modules/records"
 	"github.com/emsanalytics/emsquery/platform/apierr"
 )
 
 // Unit tests of the catalog, the value conversion and the SQL the filter builds; no database.
 
-func col(t *testing.T, name string) stats.Column {
+func col(t *testing.T, name string) records.Column {
 	t.Helper()
-	c, ok := stats.LookupColumn(name)
+	c, ok := records.LookupColumn(name)
 	if !ok {
 		t.Fatalf("column %s not in the catalog", name)
 	}
@@ -40,23 +40,23 @@ func badInput(t *testing.T, err error, want ...string) {
 func TestCatalogIsTheContractTable(t *testing.T) {
 	want := []struct {
 		name string
-		typ  stats.ColumnType
+		typ  records.ColumnType
 		expr string
 	}{
-		{"station", stats.TypeText, `"r"."station"`},
-		{"station_id", stats.TypeInteger, `"r"."station_id"`},
-		{"degree_of_urgency", stats.TypeText, `"r"."degree_of_urgency"`},
-		{"distance", stats.TypeNumeric, `"r"."distance"`},
-		{"response_time_s", stats.TypeInteger, `"r"."response_time_s"`},
-		{"municipality", stats.TypeText, `"r"."municipality"`},
-		{"transported", stats.TypeBoolean, `"r"."transported"`},
-		{"occurred_at", stats.TypeTimestamp, `"r"."occurred_at"`},
-		{"callsign", stats.TypeText, `"res"."callsign"`},
-		{"resource_id", stats.TypeInteger, `"res"."resource_id"`},
-		{"gender", stats.TypeText, `"p"."gender"`},
-		{"age", stats.TypeInteger, `"p"."age"`},
+		{"station", records.TypeText, `"r"."station"`},
+		{"station_id", records.TypeInteger, `"r"."station_id"`},
+		{"degree_of_urgency", records.TypeText, `"r"."degree_of_urgency"`},
+		{"distance", records.TypeNumeric, `"r"."distance"`},
+		{"response_time_s", records.TypeInteger, `"r"."response_time_s"`},
+		{"municipality", records.TypeText, `"r"."municipality"`},
+		{"transported", records.TypeBoolean, `"r"."transported"`},
+		{"occurred_at", records.TypeTimestamp, `"r"."occurred_at"`},
+		{"callsign", records.TypeText, `"res"."callsign"`},
+		{"resource_id", records.TypeInteger, `"res"."resource_id"`},
+		{"gender", records.TypeText, `"p"."gender"`},
+		{"age", records.TypeInteger, `"p"."age"`},
 	}
-	cols := stats.Columns()
+	cols := records.Columns()
 	if len(cols) != len(want) {
 		t.Fatalf("catalog has %d columns, want %d", len(cols), len(want))
 	}
@@ -70,10 +70,10 @@ func TestCatalogIsTheContractTable(t *testing.T) {
 		}
 	}
 	cols[0].Name = "changed"
-	if stats.Columns()[0].Name != "station" {
+	if records.Columns()[0].Name != "station" {
 		t.Error("Columns returns the catalog itself, not a copy")
 	}
-	if _, ok := stats.LookupColumn("Station"); ok {
+	if _, ok := records.LookupColumn("Station"); ok {
 		t.Error("names are case-sensitive")
 	}
 }
@@ -96,18 +96,18 @@ func TestFromAddsOnlyNeededJoins(t *testing.T) {
 		{[]string{"gender", "station", "callsign", "age"}, base + res + pat},
 	}
 	for _, c := range cases {
-		var cols []stats.Column
+		var cols []records.Column
 		for _, n := range c.cols {
 			cols = append(cols, col(t, n))
 		}
-		if got := stats.From(cols...); got != c.want {
+		if got := records.From(cols...); got != c.want {
 			t.Errorf("From(%v) = %q, want %q", c.cols, got, c.want)
 		}
 	}
 }
 
 func TestResolveColumns(t *testing.T) {
-	cols, err := stats.ResolveColumns([]string{"distance", "station", "distance", "age", "station"})
+	cols, err := records.ResolveColumns([]string{"distance", "station", "distance", "age", "station"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,13 +119,13 @@ func TestResolveColumns(t *testing.T) {
 		t.Errorf("ResolveColumns = %v, want %v (first place of each, once)", names, want)
 	}
 
-	_, err = stats.ResolveColumns(nil)
+	_, err = records.ResolveColumns(nil)
 	badInput(t, err, "columns", "station, station_id")
-	_, err = stats.ResolveColumns([]string{})
+	_, err = records.ResolveColumns([]string{})
 	badInput(t, err, "columns")
 	for _, bad := range []string{"nope", "Station", "", "station; DROP TABLE fact_record", `"station"`, "station--", "r.station", "fact_record.station"} {
-		_, err := stats.ResolveColumns([]string{"station", bad})
-		badInput(t, err, "columns[1]", strconv.Quote(bad), stats.ColumnNames())
+		_, err := records.ResolveColumns([]string{"station", bad})
+		badInput(t, err, "columns[1]", strconv.Quote(bad), records.ColumnNames())
 	}
 }
 
@@ -169,7 +169,7 @@ func TestConvert(t *testing.T) {
 		{"occurred_at", "2024-02-29 12:00:00", ts("2024-02-29 12:00:00")},
 	}
 	for _, g := range good {
-		got, err := stats.Convert(col(t, g.column), g.value)
+		got, err := records.Convert(col(t, g.column), g.value)
 		if err != nil {
 			t.Errorf("Convert(%s, %q): %v", g.column, g.value, err)
 			continue
@@ -219,7 +219,7 @@ func TestConvert(t *testing.T) {
 	}
 	for _, b := range bad {
 		c := col(t, b.column)
-		v, err := stats.Convert(c, b.value)
+		v, err := records.Convert(c, b.value)
 		if err == nil {
 			t.Errorf("Convert(%s, %q) = %#v, want an error", b.column, b.value, v)
 			continue
@@ -241,7 +241,7 @@ func quoteShort(s string) string {
 
 func TestParseDate(t *testing.T) {
 	for _, s := range []string{"2024-03-01", "2024-02-29", "0001-01-01", "9999-12-31"} {
-		d, err := stats.ParseDate("start_date", s)
+		d, err := records.ParseDate("start_date", s)
 		if err != nil {
 			t.Errorf("ParseDate(%q): %v", s, err)
 		} else if d.Format(time.DateOnly) != s {
@@ -250,31 +250,31 @@ func TestParseDate(t *testing.T) {
 	}
 	for _, s := range []string{"2024-13-01", "2024-02-30", "2023-02-29", "2024-00-10", "2024-04-31", "24-3-1", "2024-3-1", "",
 		" 2024-03-01", "2024-03-01 ", "2024-03-01T00:00:00", "2024/03/01", "01-03-2024", "0000-01-01", "２０２４-03-01", "+2024-03-01"} {
-		_, err := stats.ParseDate("end_date", s)
+		_, err := records.ParseDate("end_date", s)
 		badInput(t, err, "end_date", strconv.Quote(s))
 	}
 }
 
 func TestFilterOperatorGQL(t *testing.T) {
-	for _, op := range stats.FilterOperators() {
+	for _, op := range records.FilterOperators() {
 		var b strings.Builder
 		op.MarshalGQL(&b)
 		if b.String() != strconv.Quote(string(op)) {
 			t.Errorf("MarshalGQL(%s) = %s", op, b.String())
 		}
-		var back stats.FilterOperator
+		var back records.FilterOperator
 		if err := back.UnmarshalGQL(string(op)); err != nil || back != op {
 			t.Errorf("UnmarshalGQL(%s) = %s, %v", op, back, err)
 		}
 	}
-	want := []stats.FilterOperator{stats.Equals, stats.GreaterThan, stats.LessThan, stats.GreaterThanOrEqual, stats.LessThanOrEqual,
-		stats.NotEquals, stats.In, stats.NotIn, stats.IsNull, stats.IsNotNull, stats.Contains}
-	if !reflect.DeepEqual(stats.FilterOperators(), want) {
-		t.Errorf("operators %v, want the specification's five and contract 6.1's six: %v", stats.FilterOperators(), want)
+	want := []records.FilterOperator{records.Equals, records.GreaterThan, records.LessThan, records.GreaterThanOrEqual, records.LessThanOrEqual,
+		records.NotEquals, records.In, records.NotIn, records.IsNull, records.IsNotNull, records.Contains}
+	if !reflect.DeepEqual(records.FilterOperators(), want) {
+		t.Errorf("operators %v, want the specification's five and contract 6.1's six: %v", records.FilterOperators(), want)
 	}
-	for _, c := range stats.Columns() {
+	for _, c := range records.Columns() {
 		ops := c.Operators()
-		if c.Type == stats.TypeText {
+		if c.Type == records.TypeText {
 			if !reflect.DeepEqual(ops, want) {
 				t.Errorf("%s (text) accepts %v, want every operator", c.Name, ops)
 			}
@@ -282,7 +282,7 @@ func TestFilterOperatorGQL(t *testing.T) {
 			t.Errorf("%s (%s) accepts %v, want every operator but CONTAINS", c.Name, c.Type, ops)
 		}
 	}
-	var op stats.FilterOperator
+	var op records.FilterOperator
 	for _, bad := range []any{"equals", "LIKE", "", 1, nil} {
 		if err := op.UnmarshalGQL(bad); err == nil {
 			t.Errorf("UnmarshalGQL(%#v) accepted", bad)
@@ -295,81 +295,81 @@ func TestCompile(t *testing.T) {
 	const rng = `r.occurred_at >= $1::date AND r.occurred_at < ($2::date + 1)`
 	cases := []struct {
 		name     string
-		f        stats.RecordFilter
+		f        records.RecordFilter
 		wantSQL  string
-		wantArgs stats.Args
+		wantArgs records.Args
 		wantCols []string
 	}{
 		{
 			name:     "range only",
-			f:        stats.RecordFilter{StartDate: "2024-03-01", EndDate: "2024-03-31"},
+			f:        records.RecordFilter{StartDate: "2024-03-01", EndDate: "2024-03-31"},
 			wantSQL:  rng,
-			wantArgs: stats.Args{day("2024-03-01"), day("2024-03-31")},
+			wantArgs: records.Args{day("2024-03-01"), day("2024-03-31")},
 		},
 		{
 			name:     "one day",
-			f:        stats.RecordFilter{StartDate: "2024-03-01", EndDate: "2024-03-01", UseOr: true},
+			f:        records.RecordFilter{StartDate: "2024-03-01", EndDate: "2024-03-01", UseOr: true},
 			wantSQL:  rng,
-			wantArgs: stats.Args{day("2024-03-01"), day("2024-03-01")},
+			wantArgs: records.Args{day("2024-03-01"), day("2024-03-01")},
 		},
 		{
 			name: "AND of every operator and type",
-			f: stats.RecordFilter{StartDate: "2024-03-01", EndDate: "2024-03-31", Filters: []stats.Filter{
-				{Column: "station", Value: ptr("Central"), Operator: stats.Equals},
-				{Column: "distance", Value: ptr("9.5"), Operator: stats.GreaterThan},
-				{Column: "age", Value: ptr("18"), Operator: stats.LessThan},
-				{Column: "occurred_at", Value: ptr("2024-03-02 00:00:00"), Operator: stats.GreaterThanOrEqual},
-				{Column: "transported", Value: ptr("true"), Operator: stats.LessThanOrEqual},
+			f: records.RecordFilter{StartDate: "2024-03-01", EndDate: "2024-03-31", Filters: []records.Filter{
+				{Column: "station", Value: ptr("Central"), Operator: records.Equals},
+				{Column: "distance", Value: ptr("9.5"), Operator: records.GreaterThan},
+				{Column: "age", Value: ptr("18"), Operator: records.LessThan},
+				{Column: "occurred_at", Value: ptr("2024-03-02 00:00:00"), Operator: records.GreaterThanOrEqual},
+				{Column: "transported", Value: ptr("true"), Operator: records.LessThanOrEqual},
 			}},
 			wantSQL: rng + ` AND "r"."station" = $3::text AND "r"."distance" > $4::numeric AND "p"."age" < $5::integer` +
 				` AND "r"."occurred_at" >= $6::timestamp AND "r"."transported" <= $7::boolean`,
-			wantArgs: stats.Args{day("2024-03-01"), day("2024-03-31"), "Central", "9.5", int32(18), day("2024-03-02"), true},
+			wantArgs: records.Args{day("2024-03-01"), day("2024-03-31"), "Central", "9.5", int32(18), day("2024-03-02"), true},
 			wantCols: []string{"station", "distance", "age", "occurred_at", "transported"},
 		},
 		{
 			name: "OR",
-			f: stats.RecordFilter{StartDate: "2024-03-01", EndDate: "2024-03-31", UseOr: true, Filters: []stats.Filter{
-				{Column: "callsign", Value: ptr("AMB 1-2"), Operator: stats.Equals},
-				{Column: "resource_id", Value: ptr("1002"), Operator: stats.Equals},
+			f: records.RecordFilter{StartDate: "2024-03-01", EndDate: "2024-03-31", UseOr: true, Filters: []records.Filter{
+				{Column: "callsign", Value: ptr("AMB 1-2"), Operator: records.Equals},
+				{Column: "resource_id", Value: ptr("1002"), Operator: records.Equals},
 			}},
 			wantSQL:  rng + ` AND ("res"."callsign" = $3::text OR "res"."resource_id" = $4::integer)`,
-			wantArgs: stats.Args{day("2024-03-01"), day("2024-03-31"), "AMB 1-2", int32(1002)},
+			wantArgs: records.Args{day("2024-03-01"), day("2024-03-31"), "AMB 1-2", int32(1002)},
 			wantCols: []string{"callsign", "resource_id"},
 		},
 		{
 			name: "the operators of contract 6.1",
-			f: stats.RecordFilter{StartDate: "2024-03-01", EndDate: "2024-03-31", Filters: []stats.Filter{
-				{Column: "station", Operator: stats.NotEquals, Value: ptr("Central")},
-				{Column: "station", Operator: stats.In, Values: []string{"Central", `a"b\c`, ""}},
-				{Column: "age", Operator: stats.NotIn, Values: []string{"+5", "007"}},
-				{Column: "occurred_at", Operator: stats.In, Values: []string{"2024-03-01T10:00", "2024-03-02 00:00:00.5"}},
-				{Column: "transported", Operator: stats.In, Values: []string{"TRUE"}},
-				{Column: "distance", Operator: stats.NotIn, Values: []string{"9.50", ".5"}},
-				{Column: "gender", Operator: stats.IsNull},
-				{Column: "callsign", Operator: stats.IsNotNull},
-				{Column: "municipality", Operator: stats.Contains, Value: ptr("%_\\")},
+			f: records.RecordFilter{StartDate: "2024-03-01", EndDate: "2024-03-31", Filters: []records.Filter{
+				{Column: "station", Operator: records.NotEquals, Value: ptr("Central")},
+				{Column: "station", Operator: records.In, Values: []string{"Central", `a"b\c`, ""}},
+				{Column: "age", Operator: records.NotIn, Values: []string{"+5", "007"}},
+				{Column: "occurred_at", Operator: records.In, Values: []string{"2024-03-01T10:00", "2024-03-02 00:00:00.5"}},
+				{Column: "transported", Operator: records.In, Values: []string{"TRUE"}},
+				{Column: "distance", Operator: records.NotIn, Values: []string{"9.50", ".5"}},
+				{Column: "gender", Operator: records.IsNull},
+				{Column: "callsign", Operator: records.IsNotNull},
+				{Column: "municipality", Operator: records.Contains, Value: ptr("%_\\")},
 			}},
 			wantSQL: rng + ` AND "r"."station" <> $3::text AND "r"."station" = ANY($4::text[])` +
 				` AND "p"."age" <> ALL($5::text[]::integer[]) AND "r"."occurred_at" = ANY($6::text[]::timestamp[])` +
 				` AND "r"."transported" = ANY($7::text[]::boolean[]) AND "r"."distance" <> ALL($8::text[]::numeric[])` +
 				` AND "p"."gender" IS NULL AND "res"."callsign" IS NOT NULL AND strpos(lower("r"."municipality"), lower($9::text)) > 0`,
-			wantArgs: stats.Args{day("2024-03-01"), day("2024-03-31"), "Central", []string{"Central", `a"b\c`, ""}, []string{"5", "7"},
+			wantArgs: records.Args{day("2024-03-01"), day("2024-03-31"), "Central", []string{"Central", `a"b\c`, ""}, []string{"5", "7"},
 				[]string{"2024-03-01 10:00:00", "2024-03-02 00:00:00.5"}, []string{"true"}, []string{"9.50", ".5"}, "%_\\"},
 			wantCols: []string{"station", "station", "age", "occurred_at", "transported", "distance", "gender", "callsign", "municipality"},
 		},
 		{
 			name: "OR of one filter",
-			f: stats.RecordFilter{StartDate: "2024-03-01", EndDate: "2024-03-31", UseOr: true, Filters: []stats.Filter{
-				{Column: "gender", Value: ptr("female"), Operator: stats.Equals},
+			f: records.RecordFilter{StartDate: "2024-03-01", EndDate: "2024-03-31", UseOr: true, Filters: []records.Filter{
+				{Column: "gender", Value: ptr("female"), Operator: records.Equals},
 			}},
 			wantSQL:  rng + ` AND "p"."gender" = $3::text`,
-			wantArgs: stats.Args{day("2024-03-01"), day("2024-03-31"), "female"},
+			wantArgs: records.Args{day("2024-03-01"), day("2024-03-31"), "female"},
 			wantCols: []string{"gender"},
 		},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			var args stats.Args
+			var args records.Args
 			cond, err := c.f.Compile(&args)
 			if err != nil {
 				t.Fatal(err)
@@ -392,11 +392,11 @@ func TestCompile(t *testing.T) {
 }
 
 func TestCompileContinuesTheCallersPlaceholders(t *testing.T) {
-	args := stats.Args{"already there"}
+	args := records.Args{"already there"}
 	if p := args.Add(42); p != "$2" {
 		t.Fatalf("Add = %s, want $2", p)
 	}
-	f := stats.RecordFilter{StartDate: "2024-03-01", EndDate: "2024-03-31", Filters: []stats.Filter{{Column: "age", Value: ptr("5"), Operator: stats.Equals}}}
+	f := records.RecordFilter{StartDate: "2024-03-01", EndDate: "2024-03-31", Filters: []records.Filter{{Column: "age", Value: ptr("5"), Operator: records.Equals}}}
 	cond, err := f.Compile(&args)
 	if err != nil {
 		t.Fatal(err)
@@ -414,40 +414,40 @@ func TestCompileContinuesTheCallersPlaceholders(t *testing.T) {
 }
 
 func TestCompileRefuses(t *testing.T) {
-	ok := func(fs ...stats.Filter) stats.RecordFilter {
-		return stats.RecordFilter{StartDate: "2024-03-01", EndDate: "2024-03-31", Filters: fs}
+	ok := func(fs ...records.Filter) records.RecordFilter {
+		return records.RecordFilter{StartDate: "2024-03-01", EndDate: "2024-03-31", Filters: fs}
 	}
 	cases := []struct {
 		name string
-		f    stats.RecordFilter
+		f    records.RecordFilter
 		want []string
 	}{
-		{"start after end", stats.RecordFilter{StartDate: "2024-04-01", EndDate: "2024-03-31"}, []string{"start_date", "end_date", "2024-04-01", "2024-03-31"}},
-		{"bad start", stats.RecordFilter{StartDate: "2024-02-30", EndDate: "2024-03-31"}, []string{"start_date", `"2024-02-30"`}},
-		{"bad end", stats.RecordFilter{StartDate: "2024-03-01", EndDate: "24-3-1"}, []string{"end_date", `"24-3-1"`}},
-		{"empty end", stats.RecordFilter{StartDate: "2024-03-01"}, []string{"end_date", `""`}},
-		{"unknown column", ok(stats.Filter{Column: "station", Value: ptr("x"), Operator: stats.Equals}, stats.Filter{Column: "nope", Value: ptr("x"), Operator: stats.Equals}),
-			[]string{"filters[1].column", `"nope"`, stats.ColumnNames()}},
-		{"injected column", ok(stats.Filter{Column: "station; DROP TABLE fact_record", Value: ptr("x"), Operator: stats.Equals}),
+		{"start after end", records.RecordFilter{StartDate: "2024-04-01", EndDate: "2024-03-31"}, []string{"start_date", "end_date", "2024-04-01", "2024-03-31"}},
+		{"bad start", records.RecordFilter{StartDate: "2024-02-30", EndDate: "2024-03-31"}, []string{"start_date", `"2024-02-30"`}},
+		{"bad end", records.RecordFilter{StartDate: "2024-03-01", EndDate: "24-3-1"}, []string{"end_date", `"24-3-1"`}},
+		{"empty end", records.RecordFilter{StartDate: "2024-03-01"}, []string{"end_date", `""`}},
+		{"unknown column", ok(records.Filter{Column: "station", Value: ptr("x"), Operator: records.Equals}, records.Filter{Column: "nope", Value: ptr("x"), Operator: records.Equals}),
+			[]string{"filters[1].column", `"nope"`, records.ColumnNames()}},
+		{"injected column", ok(records.Filter{Column: "station; DROP TABLE fact_record", Value: ptr("x"), Operator: records.Equals}),
 			[]string{"filters[0].column", `"station; DROP TABLE fact_record"`}},
-		{"bad value", ok(stats.Filter{Column: "distance", Value: ptr("' OR 1=1 --"), Operator: stats.GreaterThan}),
+		{"bad value", ok(records.Filter{Column: "distance", Value: ptr("' OR 1=1 --"), Operator: records.GreaterThan}),
 			[]string{"filters[0]", "distance", `"' OR 1=1 --"`}},
-		{"bad operator", ok(stats.Filter{Column: "distance", Value: ptr("1"), Operator: "LIKE"}), []string{"filters[0].operator", `"LIKE"`}},
-		{"no value", ok(stats.Filter{Column: "station", Operator: stats.Equals}), []string{"filters[0] (EQUALS)", "give value"}},
-		{"values for EQUALS", ok(stats.Filter{Column: "station", Operator: stats.Equals, Value: ptr("a"), Values: []string{"b"}}), []string{"filters[0] (EQUALS)", "not values"}},
-		{"no values", ok(stats.Filter{Column: "station", Operator: stats.In}), []string{"filters[0] (IN)", "give values"}},
-		{"empty values", ok(stats.Filter{Column: "station", Operator: stats.NotIn, Values: []string{}}), []string{"filters[0] (NOT_IN)", "give values"}},
-		{"value for IN", ok(stats.Filter{Column: "station", Operator: stats.In, Value: ptr("a"), Values: []string{"a"}}), []string{"filters[0] (IN)", "not value"}},
-		{"value for IS_NULL", ok(stats.Filter{Column: "station", Operator: stats.IsNull, Value: ptr("")}), []string{"filters[0] (IS_NULL)", "neither"}},
-		{"values for IS_NOT_NULL", ok(stats.Filter{Column: "age", Operator: stats.IsNotNull, Values: []string{"1"}}), []string{"filters[0] (IS_NOT_NULL)", "neither"}},
-		{"CONTAINS on a number", ok(stats.Filter{Column: "distance", Operator: stats.Contains, Value: ptr("1")}), []string{"filters[0] (CONTAINS)", "distance", "numeric", "text"}},
-		{"CONTAINS on a boolean", ok(stats.Filter{Column: "transported", Operator: stats.Contains, Value: ptr("t")}), []string{"filters[0] (CONTAINS)", "transported"}},
-		{"bad value in a list", ok(stats.Filter{Column: "age", Operator: stats.In, Values: []string{"1", "old"}}), []string{"filters[0] (IN)", "values[1]", "age", `"old"`}},
-		{"NUL in a list", ok(stats.Filter{Column: "station", Operator: stats.NotIn, Values: []string{"a\x00"}}), []string{"filters[0] (NOT_IN)", "values[0]"}},
+		{"bad operator", ok(records.Filter{Column: "distance", Value: ptr("1"), Operator: "LIKE"}), []string{"filters[0].operator", `"LIKE"`}},
+		{"no value", ok(records.Filter{Column: "station", Operator: records.Equals}), []string{"filters[0] (EQUALS)", "give value"}},
+		{"values for EQUALS", ok(records.Filter{Column: "station", Operator: records.Equals, Value: ptr("a"), Values: []string{"b"}}), []string{"filters[0] (EQUALS)", "not values"}},
+		{"no values", ok(records.Filter{Column: "station", Operator: records.In}), []string{"filters[0] (IN)", "give values"}},
+		{"empty values", ok(records.Filter{Column: "station", Operator: records.NotIn, Values: []string{}}), []string{"filters[0] (NOT_IN)", "give values"}},
+		{"value for IN", ok(records.Filter{Column: "station", Operator: records.In, Value: ptr("a"), Values: []string{"a"}}), []string{"filters[0] (IN)", "not value"}},
+		{"value for IS_NULL", ok(records.Filter{Column: "station", Operator: records.IsNull, Value: ptr("")}), []string{"filters[0] (IS_NULL)", "neither"}},
+		{"values for IS_NOT_NULL", ok(records.Filter{Column: "age", Operator: records.IsNotNull, Values: []string{"1"}}), []string{"filters[0] (IS_NOT_NULL)", "neither"}},
+		{"CONTAINS on a number", ok(records.Filter{Column: "distance", Operator: records.Contains, Value: ptr("1")}), []string{"filters[0] (CONTAINS)", "distance", "numeric", "text"}},
+		{"CONTAINS on a boolean", ok(records.Filter{Column: "transported", Operator: records.Contains, Value: ptr("t")}), []string{"filters[0] (CONTAINS)", "transported"}},
+		{"bad value in a list", ok(records.Filter{Column: "age", Operator: records.In, Values: []string{"1", "old"}}), []string{"filters[0] (IN)", "values[1]", "age", `"old"`}},
+		{"NUL in a list", ok(records.Filter{Column: "station", Operator: records.NotIn, Values: []string{"a\x00"}}), []string{"filters[0] (NOT_IN)", "values[0]"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			args := stats.Args{"keep"}
+			args := records.Args{"keep"}
 			_, err := c.f.Compile(&args)
 			badInput(t, err, c.want...)
 			if len(args) != 1 {

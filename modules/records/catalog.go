@@ -1,4 +1,4 @@
-package stats
+package records
 
 import (
 	"strings"
@@ -85,12 +85,12 @@ func LookupColumn(name string) (Column, bool) {
 	return c, ok
 }
 
-// column is LookupColumn with the BAD_USER_INPUT error of contract section 2; where names the
-// argument ("columns", "filters[2].column").
-func column(where, name string) (Column, error) {
+// ResolveColumn is LookupColumn with the BAD_USER_INPUT error of contract section 2; where
+// names the argument ("columns", "filters[2].column", "group_by").
+func ResolveColumn(where, name string) (Column, error) {
 	c, ok := catalogByName[name]
 	if !ok {
-		return Column{}, apierr.BadInput("%s: unknown column %s; accepted columns: %s", where, quote(name), ColumnNames())
+		return Column{}, apierr.BadInput("%s: unknown column %s; accepted columns: %s", where, Quote(name), ColumnNames())
 	}
 	return c, nil
 }
@@ -104,7 +104,7 @@ func ResolveColumns(names []string) ([]Column, error) {
 	out := make([]Column, 0, len(names))
 	seen := make(map[string]bool, len(names))
 	for i, n := range names {
-		c, err := column("columns["+itoa(i)+"]", n)
+		c, err := ResolveColumn("columns["+itoa(i)+"]", n)
 		if err != nil {
 			return nil, err
 		}

@@ -1,4 +1,4 @@
-package stats
+package records
 
 import (
 	"fmt"
@@ -125,7 +125,7 @@ func (o *FilterOperator) UnmarshalGQL(v any) error {
 	}
 	op := FilterOperator(s)
 	if !op.IsValid() {
-		return apierr.BadInput("operator: %s is not a FilterOperator; accepted: %s", quote(s), OperatorNames())
+		return apierr.BadInput("operator: %s is not a FilterOperator; accepted: %s", Quote(s), OperatorNames())
 	}
 	*o = op
 	return nil
@@ -222,13 +222,13 @@ func (f RecordFilter) Compile(args *Args) (Condition, error) {
 // parameter: one value with a cast to the column's type, a list as one text[] parameter cast to
 // an array of the column's type, so that IN takes one placeholder however many values it has.
 func (fl Filter) compile(where string, args *Args) (string, Column, error) {
-	c, err := column(where+".column", fl.Column)
+	c, err := ResolveColumn(where+".column", fl.Column)
 	if err != nil {
 		return "", Column{}, err
 	}
 	spec, ok := fl.Operator.spec()
 	if !ok {
-		return "", Column{}, apierr.BadInput("%s.operator: %s is not a FilterOperator; accepted: %s", where, quote(string(fl.Operator)), OperatorNames())
+		return "", Column{}, apierr.BadInput("%s.operator: %s is not a FilterOperator; accepted: %s", where, Quote(string(fl.Operator)), OperatorNames())
 	}
 	where += " (" + string(spec.op) + ")"
 	if spec.textOnly && c.Type != TypeText {
@@ -327,7 +327,7 @@ func ParseDate(arg, s string) (time.Time, error) {
 			return t, nil
 		}
 	}
-	return time.Time{}, apierr.BadInput("%s: %s is not a date YYYY-MM-DD (a real calendar date, e.g. 2024-03-01)", arg, quote(s))
+	return time.Time{}, apierr.BadInput("%s: %s is not a date YYYY-MM-DD (a real calendar date, e.g. 2024-03-01)", arg, Quote(s))
 }
 
 var (
@@ -359,7 +359,7 @@ const (
 // BAD_USER_INPUT with the filter's position.
 func Convert(c Column, value string) (any, error) {
 	bad := func(want string) error {
-		return fmt.Errorf("value %s for column %s (%s) is not %s", quote(value), c.Name, c.Type, want)
+		return fmt.Errorf("value %s for column %s (%s) is not %s", Quote(value), c.Name, c.Type, want)
 	}
 	switch c.Type {
 	case TypeInteger:
@@ -407,8 +407,8 @@ func Convert(c Column, value string) (any, error) {
 	}
 }
 
-// quote renders a client-supplied string for a message: Go-quoted, shortened when long.
-func quote(s string) string {
+// Quote renders a client-supplied string for a message: Go-quoted, shortened when long.
+func Quote(s string) string {
 	const max = 80
 	if utf8.RuneCountInString(s) > max {
 		r := []rune(s)
