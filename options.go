@@ -6,6 +6,7 @@ import (
 	"github.com/emsanalytics/emsquery/modules/stats"
 	"github.com/emsanalytics/emsquery/platform/config"
 	"github.com/emsanalytics/emsquery/platform/keyset"
+	"github.com/emsanalytics/emsquery/platform/otel"
 )
 
 // The settings reach the packages one way: here, each section of config is translated into the
@@ -27,4 +28,30 @@ func reportLimits(r records.Limits, maxPage keyset.MaxPage) reports.Limits {
 
 func exportOptions(l config.Limits, d config.Database) reports.ExportOptions {
 	return reports.ExportOptions{MaxConcurrent: int(l.MaxConcurrentExports), PoolMax: int(d.PoolSize + d.MaxOverflow)}
+}
+
+// otelOptions: OTEL_* as config.Load read and checked them; app for APP__PORT, which the
+// scrape endpoint must not take.
+func otelOptions(o config.OTel, app config.App) otel.Options {
+	metrics, _ := o.MetricsExporterList() // checked by config.Load
+	traces, _ := o.TracesOTLP()
+	return otel.Options{
+		Disabled:           o.Disabled(),
+		MetricsExporters:   metrics,
+		TracesOTLP:         traces,
+		PrometheusHost:     o.PrometheusHost,
+		PrometheusPort:     int(o.PrometheusPort),
+		APIPort:            int(app.Port),
+		ResourceAttributes: o.ResourceAttributes,
+		Sampler:            o.Sampler,
+		OTLP: otel.OTLP{
+			Protocol:        o.Protocol,
+			MetricsProtocol: o.MetricsProtocol,
+			TracesProtocol:  o.TracesProtocol,
+			Endpoint:        o.Endpoint,
+			MetricsEndpoint: o.MetricsEndpoint,
+			TracesEndpoint:  o.TracesEndpoint,
+			ExportInterval:  o.ExportInterval,
+		},
+	}
 }

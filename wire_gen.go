@@ -21,9 +21,7 @@ import (
 	"github.com/emsanalytics/emsquery/platform/database"
 	"github.com/emsanalytics/emsquery/platform/keyset"
 	"github.com/emsanalytics/emsquery/platform/logging"
-	"github.com/emsanalytics/emsquery/platform/metrics"
-	"github.com/emsanalytics/emsquery/platform/telemetry"
-	"github.com/emsanalytics/emsquery/platform/tracing"
+	"github.com/emsanalytics/emsquery/platform/otel"
 )
 
 // Injectors from wire.go:
@@ -31,7 +29,7 @@ import (
 // initService assembles the service from the settings. The cleanup closes, in reverse order,
 // what the providers opened (keys file watch, cache watch, pool, traces and metrics: scrape
 // endpoint and final flush, log file).
-func initService(cfg *config.Config, svc telemetry.Service) (*app.Server, func(), error) {
+func initService(cfg *config.Config, svc otel.Service) (*app.Server, func(), error) {
 	configApp := cfg.App
 	limits := cfg.Limits
 	security := cfg.Security
@@ -41,14 +39,14 @@ func initService(cfg *config.Config, svc telemetry.Service) (*app.Server, func()
 		return nil, nil, err
 	}
 	configDatabase := cfg.Database
-	configMetrics := cfg.Metrics
-	meterProvider, cleanup2, err := metrics.New(configMetrics, configApp, logger, svc)
+	oTel := cfg.OTel
+	options := otelOptions(oTel, configApp)
+	meterProvider, cleanup2, err := otel.NewMeterProvider(options, logger, svc)
 	if err != nil {
 		cleanup()
 		return nil, nil, err
 	}
-	traces := cfg.Traces
-	tracerProvider, cleanup3, err := tracing.New(traces, logger, svc)
+	tracerProvider, cleanup3, err := otel.NewTracerProvider(options, logger, svc)
 	if err != nil {
 		cleanup2()
 		cleanup()

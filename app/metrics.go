@@ -13,7 +13,7 @@ import (
 
 	"github.com/emsanalytics/emsquery/platform/auth"
 	"github.com/emsanalytics/emsquery/platform/httpbridge"
-	"github.com/emsanalytics/emsquery/platform/metricattrs"
+	"github.com/emsanalytics/emsquery/platform/otel"
 )
 
 // meterName is the instrumentation scope of the HTTP instruments and of the GraphQL engines'
@@ -33,7 +33,7 @@ type serviceMetrics struct {
 	active   metric.Int64UpDownCounter
 
 	activeSets map[string][]metric.AddOption // by method, built up front
-	httpSets   *metricattrs.Cache[httpKey]
+	httpSets   *otel.AttrSets[httpKey]
 
 	routesOnce sync.Once
 	routes     map[routeKey]bool // the app's routes other than middleware
@@ -67,7 +67,7 @@ func newServiceMetrics(mp metric.MeterProvider, log *slog.Logger) *serviceMetric
 			attribute.String("url.scheme", "http"),
 		))}
 	}
-	m.httpSets = metricattrs.New(func(k httpKey) attribute.Set {
+	m.httpSets = otel.NewAttrSets(func(k httpKey) attribute.Set {
 		kv := make([]attribute.KeyValue, 0, 5)
 		kv = append(kv,
 			attribute.String("http.request.method", k.method),

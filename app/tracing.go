@@ -14,8 +14,8 @@ import (
 
 	"github.com/emsanalytics/emsquery/platform/auth"
 	"github.com/emsanalytics/emsquery/platform/httpbridge"
+	"github.com/emsanalytics/emsquery/platform/otel"
 	"github.com/emsanalytics/emsquery/platform/requestctx"
-	"github.com/emsanalytics/emsquery/platform/tracing"
 )
 
 // tracerName is the instrumentation scope of the HTTP server spans.
@@ -40,7 +40,7 @@ const keyNameAttr = "api_key.name"
 func (s *Server) traceRequests(tp trace.TracerProvider) fiber.Handler {
 	tracer := tp.Tracer(tracerName)
 	return func(c *fiber.Ctx) error {
-		ctx := tracing.Propagator.Extract(c.UserContext(), headerCarrier{&c.Request().Header})
+		ctx := otel.Propagator.Extract(c.UserContext(), headerCarrier{&c.Request().Header})
 		method := normalizeMethod(c.Method())
 		ctx, span := tracer.Start(ctx, method, trace.WithSpanKind(trace.SpanKindServer))
 		c.SetUserContext(ctx)

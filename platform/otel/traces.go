@@ -1,18 +1,10 @@
-// Package tracing builds the service's OpenTelemetry tracer provider: the OTLP exporter that
-// OTEL_TRACES_EXPORTER asks for (or none), the sampler of OTEL_TRACES_SAMPLER, the same resource
-// as the metrics, and a quiet log for a collector that cannot be reached (platform/telemetry).
-// It also names the propagation the service continues: W3C traceparent and tracestate.
-//
-// The package knows nothing of what is traced: the server, the GraphQL engines and the database
-// take the trace.TracerProvider it returns and start their own spans.
-package tracing
+package otel
 
 import (
 	"context"
 	"fmt"
 	"log/slog"
 	"strings"
-	"time"
 
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
@@ -20,19 +12,13 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
-
-	"github.com/emsanalytics/emsquery/platform/config"
-	"github.com/emsanalytics/emsquery/platform/telemetry"
 )
 
 // Propagator reads an incoming W3C traceparent (and tracestate), so that a request continues
 // its caller's trace.
 var Propagator propagation.TextMapPropagator = propagation.TraceContext{}
 
-// shutdownTimeout bounds the final flush, so an unreachable collector cannot hold up the exit.
-const shutdownTimeout = 5 * time.Second
-
-// New returns the tracer provider that OTEL_TRACES_EXPORTER asks for and a cleanup that
+// NewTracerProvider returns the tracer provider that OTEL_TRACES_EXPORTER asks for and a cleanup that
 // exports the spans still queued. With none (or OTEL_SDK_DISABLED=true) it is a no-op provider:
 // spans cost nothing and nothing is sent (an incoming traceparent is still continued, so the
 // log lines carry the caller's trace id).
@@ -40,32 +26,32 @@ const shutdownTimeout = 5 * time.Second
 // Spans are exported in batches in the background (the SDK's batch span processor, tuned by
 // OTEL_BSP_*): a request never waits for the collector, and while the collector cannot be
 // reached the queue drops the newest spans rather than grow.
-func New(t config.Traces, log *slog.Logger, svc telemetry.Service) (trace.TracerProvider, func(), error) {
-	if t.Disabled() {
+func NewTracerProvider(o Options, log *slog.Logger, svc Service) (trace.TracerProvider, func(), error) {
+	if o.Disabled {
 		log.Info("traces off (OTEL_SDK_DISABLED=true)")
 		return noop.NewTracerProvider(), func() {}, nil
 	}
-	if !t.Enabled() {
+	if !o.TracesOTLP {
 		log.Info("traces off (OTEL_TRACES_EXPORTER=none)")
 		return noop.NewTracerProvider(), func() {}, nil
 	}
-	res, err := telemetry.NewResource(svc, t.ResourceAttributes)
+	res, err := newResource(svc, o.ResourceAttributes)
 	if err != nil {
 		return nil, nil, err
 	}
-	exp, desc, err := newOTLPExporter(t)
+	exp, desc, err := newOTLPSpanExporter(o.OTLP)
 	if err != nil {
 		return nil, nil, err
 	}
-	elog := telemetry.NewExportLog(log, "traces", telemetry.ReminderInterval)
+	elog := newExportLog(log, "traces", reminderInterval)
 	// The sampler comes from OTEL_TRACES_SAMPLER and _ARG, which the SDK reads (and
-	// config.Load has checked); the default samples every request that has no sampled parent
+	// the settings have checked); the default samples every request that has no sampled parent
 	// and follows the caller's decision otherwise.
 	tp := sdktrace.NewTracerProvider(
 		sdktrace.WithResource(res),
-		sdktrace.WithBatcher(watchedExporter{exp, elog}),
+		sdktrace.WithBatcher(watchedSpanExporter{exp, elog}),
 	)
-	sampler := strings.TrimSpace(t.Sampler)
+	sampler := strings.TrimSpace(o.Sampler)
 	if sampler == "" {
 		sampler = "parentbased_always_on"
 	}
@@ -80,20 +66,20 @@ func New(t config.Traces, log *slog.Logger, svc telemetry.Service) (trace.Tracer
 	return tp, cleanup, nil
 }
 
-// newOTLPExporter builds the OTLP span exporter. Endpoint, headers, timeout, compression and
+// newOTLPSpanExporter builds the OTLP span exporter. Endpoint, headers, timeout, compression and
 // certificates come from the SDK's own OTEL_EXPORTER_OTLP_* variables (and their _TRACES_
 // variants); the protocol (http/protobuf by default) decides which exporter to build. It
 // returns what to log about it (never the headers: they often carry a token).
-func newOTLPExporter(t config.Traces) (sdktrace.SpanExporter, []any, error) {
+func newOTLPSpanExporter(o OTLP) (sdktrace.SpanExporter, []any, error) {
 	ctx := context.Background()
-	key, proto := "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", strings.TrimSpace(t.TracesProtocol)
+	key, proto := "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", strings.TrimSpace(o.TracesProtocol)
 	if proto == "" {
-		key, proto = "OTEL_EXPORTER_OTLP_PROTOCOL", strings.TrimSpace(t.Protocol)
+		key, proto = "OTEL_EXPORTER_OTLP_PROTOCOL", strings.TrimSpace(o.Protocol)
 	}
 	if proto == "" {
 		proto = "http/protobuf"
 	}
-	endpoint := telemetry.FirstSet(t.TracesEndpoint, t.Endpoint)
+	endpoint := firstSet(o.TracesEndpoint, o.Endpoint)
 	var exp sdktrace.SpanExporter
 	var err error
 	switch proto {
@@ -113,18 +99,18 @@ func newOTLPExporter(t config.Traces) (sdktrace.SpanExporter, []any, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("OTEL_EXPORTER_OTLP_*: OTLP span exporter: %w", err)
 	}
-	return exp, []any{"protocol", proto, "endpoint", telemetry.RedactURL(endpoint)}, nil
+	return exp, []any{"protocol", proto, "endpoint", redactURL(endpoint)}, nil
 }
 
-// watchedExporter reports each export's outcome to the export log: a failure is logged there
+// watchedSpanExporter reports each export's outcome to the export log: a failure is logged there
 // (once, then at most every few minutes) instead of by the SDK's global error handler, which
 // would log it once per batch, and a success after failures is logged once.
-type watchedExporter struct {
+type watchedSpanExporter struct {
 	sdktrace.SpanExporter
-	log *telemetry.ExportLog
+	log *exportLog
 }
 
-func (w watchedExporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
+func (w watchedSpanExporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
 	if err := w.SpanExporter.ExportSpans(ctx, spans); err != nil {
 		w.log.Handle(err)
 		return nil // handled: the batch processor would hand it to the global error handler

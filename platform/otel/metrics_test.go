@@ -1,4 +1,4 @@
-package metrics
+package otel
 
 import (
 	"context"
@@ -6,46 +6,48 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/ilyakaznacheev/cleanenv"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/metric/noop"
 
 	"github.com/emsanalytics/emsquery/internal/otlptest"
 	"github.com/emsanalytics/emsquery/internal/servicetest"
-	"github.com/emsanalytics/emsquery/platform/config"
-	"github.com/emsanalytics/emsquery/platform/telemetry"
 )
 
-// newLogger logs to a buffer that tests read while the SDK's goroutine writes.
-func newLogger() (*slog.Logger, *servicetest.Buffer) {
-	buf := &servicetest.Buffer{}
-	return slog.New(slog.NewTextHandler(buf, &slog.HandlerOptions{Level: slog.LevelDebug})), buf
-}
-
-// testConfig reads the metrics settings from the environment, as the service does, with the
+// testOptions reads the OTLP settings from the environment, as the service does, with the
 // exporters and scrape port given; the API port is 9090.
-func testConfig(t *testing.T, exporters string, port int) (config.Metrics, config.App) {
-	t.Helper()
-	var m config.Metrics
-	if err := cleanenv.ReadEnv(&m); err != nil {
-		t.Fatal(err)
+func testOptions(exporters string, port int) Options {
+	var names []string
+	for _, n := range strings.Split(exporters, ",") {
+		if n != "none" && n != "" {
+			names = append(names, n)
+		}
 	}
-	m.Exporters = exporters
-	m.PrometheusHost = "127.0.0.1"
-	m.PrometheusPort = config.Port(port)
-	return m, config.App{Port: 9090}
+	return Options{
+		MetricsExporters:   names,
+		PrometheusHost:     "127.0.0.1",
+		PrometheusPort:     port,
+		APIPort:            9090,
+		ResourceAttributes: os.Getenv("OTEL_RESOURCE_ATTRIBUTES"),
+		OTLP: OTLP{
+			Protocol:        os.Getenv("OTEL_EXPORTER_OTLP_PROTOCOL"),
+			MetricsProtocol: os.Getenv("OTEL_EXPORTER_OTLP_METRICS_PROTOCOL"),
+			Endpoint:        os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT"),
+			MetricsEndpoint: os.Getenv("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"),
+			ExportInterval:  os.Getenv("OTEL_METRIC_EXPORT_INTERVAL"),
+		},
+	}
 }
 
-// newProvider is New with testConfig's settings.
-func newProvider(t *testing.T, exporters string, port int, log *slog.Logger, svc telemetry.Service) (metric.MeterProvider, func(), error) {
+// newProvider is NewMeterProvider with testOptions' settings.
+func newProvider(t *testing.T, exporters string, port int, log *slog.Logger, svc Service) (metric.MeterProvider, func(), error) {
 	t.Helper()
-	m, app := testConfig(t, exporters, port)
-	return New(m, app, log, svc)
+	return NewMeterProvider(testOptions(exporters, port), log, svc)
 }
 
 func listening(port int) bool {
@@ -60,7 +62,7 @@ func listening(port int) bool {
 func TestNoneIsNoop(t *testing.T) {
 	log, _ := newLogger()
 	port := servicetest.FreePort(t)
-	mp, cleanup, err := newProvider(t, "none", port, log, telemetry.Service{Version: "1.0.0"})
+	mp, cleanup, err := newProvider(t, "none", port, log, Service{Version: "1.0.0"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,13 +83,12 @@ func TestPrometheusPortInUse(t *testing.T) {
 	}
 	defer ln.Close()
 	port := ln.Addr().(*net.TCPAddr).Port
-	_, _, err = newProvider(t, "prometheus", port, log, telemetry.Service{})
+	_, _, err = newProvider(t, "prometheus", port, log, Service{})
 	if err == nil || !strings.Contains(err.Error(), "OTEL_EXPORTER_PROMETHEUS_PORT") {
 		t.Fatalf("port in use: error %v, want one naming OTEL_EXPORTER_PROMETHEUS_PORT", err)
 	}
 
-	m, app := testConfig(t, "prometheus", 9090)
-	_, _, err = New(m, app, log, telemetry.Service{})
+	_, _, err = NewMeterProvider(testOptions("prometheus", 9090), log, Service{})
 	if err == nil || !strings.Contains(err.Error(), "APP__PORT") {
 		t.Fatalf("API port: error %v, want one naming APP__PORT", err)
 	}
@@ -96,7 +97,7 @@ func TestPrometheusPortInUse(t *testing.T) {
 func TestPrometheusEndpoint(t *testing.T) {
 	log, _ := newLogger()
 	port := servicetest.FreePort(t)
-	mp, cleanup, err := newProvider(t, "prometheus", port, log, telemetry.Service{Version: "1.2.3"})
+	mp, cleanup, err := newProvider(t, "prometheus", port, log, Service{Version: "1.2.3"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +131,7 @@ func TestOTLPExportAndOutage(t *testing.T) {
 	t.Setenv("OTEL_METRIC_EXPORT_INTERVAL", "50")
 	t.Setenv("OTEL_RESOURCE_ATTRIBUTES", "deployment.environment.name=test,site=north")
 	log, buf := newLogger()
-	mp, cleanup, err := newProvider(t, "otlp", servicetest.FreePort(t), log, telemetry.Service{Name: "emsquery", Version: "9.9.9"})
+	mp, cleanup, err := newProvider(t, "otlp", servicetest.FreePort(t), log, Service{Name: "emsquery", Version: "9.9.9"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +170,7 @@ func TestOTLPExportAndOutage(t *testing.T) {
 func TestOTLPUnsupportedProtocol(t *testing.T) {
 	t.Setenv("OTEL_EXPORTER_OTLP_METRICS_PROTOCOL", "http/json")
 	log, _ := newLogger()
-	_, _, err := newProvider(t, "otlp", servicetest.FreePort(t), log, telemetry.Service{})
+	_, _, err := newProvider(t, "otlp", servicetest.FreePort(t), log, Service{})
 	if err == nil || !strings.Contains(err.Error(), "OTEL_EXPORTER_OTLP_METRICS_PROTOCOL") {
 		t.Fatalf("error %v, want one naming OTEL_EXPORTER_OTLP_METRICS_PROTOCOL", err)
 	}
@@ -181,7 +182,7 @@ func TestOTLPgRPC(t *testing.T) {
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:"+strconv.Itoa(servicetest.FreePort(t)))
 	t.Setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "500")
 	log, _ := newLogger()
-	_, cleanup, err := newProvider(t, "otlp", servicetest.FreePort(t), log, telemetry.Service{})
+	_, cleanup, err := newProvider(t, "otlp", servicetest.FreePort(t), log, Service{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,4 @@
-// Package metricattrs keeps the OpenTelemetry attribute sets of measurements per key, so that
-// recording a measurement builds its attribute set once per combination instead of once per
-// request.
-package metricattrs
+package otel
 
 import (
 	"sync"
@@ -10,28 +7,30 @@ import (
 	"go.opentelemetry.io/otel/metric"
 )
 
-// MaxSets bounds each Cache; past it a set is built per measurement rather than kept, so a
+// MaxSets bounds each AttrSets; past it a set is built per measurement rather than kept, so a
 // client that invents operation names cannot grow the memory.
 const MaxSets = 2000
 
-// Cache keeps the attribute sets built for each key, up to MaxSets, as option slices (passing
+// AttrSets keeps the OpenTelemetry attribute sets of measurements per key, so that recording a
+// measurement builds its attribute set once per combination instead of once per request: the
+// sets built for each key, up to MaxSets, as option slices (passing
 // a slice with ... allocates nothing).
-type Cache[K comparable] struct {
+type AttrSets[K comparable] struct {
 	build func(K) attribute.Set
 	own   func(K) K
 	mu    sync.RWMutex
 	sets  map[K][]metric.RecordOption
 }
 
-// New returns a cache that builds a key's set with build. own, when not nil, copies the key's
+// NewAttrSets returns a cache that builds a key's set with build. own, when not nil, copies the key's
 // strings before the cache keeps it, so that a kept key does not pin a larger string (a whole
 // GraphQL document) it was cut from.
-func New[K comparable](build func(K) attribute.Set, own func(K) K) *Cache[K] {
-	return &Cache[K]{build: build, own: own, sets: map[K][]metric.RecordOption{}}
+func NewAttrSets[K comparable](build func(K) attribute.Set, own func(K) K) *AttrSets[K] {
+	return &AttrSets[K]{build: build, own: own, sets: map[K][]metric.RecordOption{}}
 }
 
 // Get returns the record options that carry k's attribute set.
-func (c *Cache[K]) Get(k K) []metric.RecordOption {
+func (c *AttrSets[K]) Get(k K) []metric.RecordOption {
 	c.mu.RLock()
 	opt, ok := c.sets[k]
 	c.mu.RUnlock()

@@ -1,8 +1,4 @@
-// Package telemetry holds what the OpenTelemetry signals of the service share: the resource
-// that identifies the service (Service, NewResource), the quiet log of a collector that cannot
-// be reached (ExportLog), and what is safe to log about an endpoint (RedactURL). platform/metrics
-// and platform/tracing build their providers with it.
-package telemetry
+package otel
 
 import (
 	"context"
@@ -21,10 +17,10 @@ type Service struct {
 	Version string
 }
 
-// NewResource describes the service: service.name and service.version from the build, the SDK's
+// newResource describes the service: service.name and service.version from the build, the SDK's
 // telemetry.sdk.* attributes, then OTEL_RESOURCE_ATTRIBUTES and OTEL_SERVICE_NAME, which win.
 // fromEnv is OTEL_RESOURCE_ATTRIBUTES, quoted in the error when the SDK cannot parse it.
-func NewResource(svc Service, fromEnv string) (*resource.Resource, error) {
+func newResource(svc Service, fromEnv string) (*resource.Resource, error) {
 	name := svc.Name
 	if name == "" {
 		name = "emsquery"
@@ -47,8 +43,8 @@ func NewResource(svc Service, fromEnv string) (*resource.Resource, error) {
 	return res, nil
 }
 
-// RedactURL drops a user name and password from an endpoint before it is logged.
-func RedactURL(s string) string {
+// redactURL drops a user name and password from an endpoint before it is logged.
+func redactURL(s string) string {
 	u, err := url.Parse(s)
 	if err != nil || u.User == nil {
 		return s
@@ -57,9 +53,9 @@ func RedactURL(s string) string {
 	return u.String()
 }
 
-// FirstSet returns the first of values that is not blank, trimmed: a signal-specific variable
+// firstSet returns the first of values that is not blank, trimmed: a signal-specific variable
 // before the general one.
-func FirstSet(values ...string) string {
+func firstSet(values ...string) string {
 	for _, v := range values {
 		if v = strings.TrimSpace(v); v != "" {
 			return v

@@ -1,4 +1,4 @@
-package telemetry
+package otel
 
 import (
 	"log/slog"
@@ -6,14 +6,14 @@ import (
 	"time"
 )
 
-// ExportLog says what happens to the exports of one signal (metrics, traces). A collector that
+// exportLog says what happens to the exports of one signal (metrics, traces). A collector that
 // cannot be reached fails every export; the log says so once (WARNING) when the failures start,
 // then at most once per interval while they go on, and once (INFO) when an export succeeds
 // again. Nothing here is on a request's path: exports run in the SDK's own goroutines.
 //
 // It is an otel.ErrorHandler (Handle), and exporters wrapped to report their outcome call
 // Handle and Succeeded themselves.
-type ExportLog struct {
+type exportLog struct {
 	log    *slog.Logger
 	signal string
 	every  time.Duration
@@ -26,17 +26,17 @@ type ExportLog struct {
 	failures int // in the current run of failures
 }
 
-// ReminderInterval is how often, at most, a collector that keeps failing is logged again.
-const ReminderInterval = 5 * time.Minute
+// reminderInterval is how often, at most, a collector that keeps failing is logged again.
+const reminderInterval = 5 * time.Minute
 
-// NewExportLog returns the log of signal's exports ("metrics", "traces"), reminding at most
+// newExportLog returns the log of signal's exports ("metrics", "traces"), reminding at most
 // every interval.
-func NewExportLog(log *slog.Logger, signal string, every time.Duration) *ExportLog {
-	return &ExportLog{log: log, signal: signal, every: every, now: time.Now}
+func newExportLog(log *slog.Logger, signal string, every time.Duration) *exportLog {
+	return &exportLog{log: log, signal: signal, every: every, now: time.Now}
 }
 
 // Handle notes a failed export (it implements otel.ErrorHandler).
-func (l *ExportLog) Handle(err error) {
+func (l *exportLog) Handle(err error) {
 	if err == nil {
 		return
 	}
@@ -63,7 +63,7 @@ func (l *ExportLog) Handle(err error) {
 }
 
 // Succeeded notes a successful export; after failures it logs the recovery once.
-func (l *ExportLog) Succeeded() {
+func (l *exportLog) Succeeded() {
 	l.mu.Lock()
 	if !l.failing {
 		l.mu.Unlock()

@@ -1,10 +1,4 @@
-// Package metrics builds the service's OpenTelemetry meter provider: the exporters that
-// OTEL_METRICS_EXPORTER names (OTLP push, a Prometheus scrape endpoint, both or none), the
-// resource that identifies the service, and a quiet log for a collector that cannot be reached.
-//
-// The package knows nothing of what is measured: the app and the database pool take the
-// metric.MeterProvider it returns and create their own instruments.
-package metrics
+package otel
 
 import (
 	"context"
@@ -22,7 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/prometheus/otlptranslator"
 	"go.opentelemetry.io/contrib/instrumentation/runtime"
-	"go.opentelemetry.io/otel"
+	global "go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetricgrpc"
 	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetrichttp"
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
@@ -31,9 +25,6 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/exemplar"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
-
-	"github.com/emsanalytics/emsquery/platform/config"
-	"github.com/emsanalytics/emsquery/platform/telemetry"
 )
 
 // shutdownTimeout bounds the final flush, so an unreachable collector cannot hold up the exit.
@@ -43,16 +34,13 @@ const shutdownTimeout = 5 * time.Second
 // otel.metric.overflow=true instead of growing memory without bound.
 const cardinalityLimit = 2000
 
-// New returns the meter provider that OTEL_METRICS_EXPORTER asks for and a cleanup that stops
-// the scrape endpoint and flushes what is left. With no exporter (none, or OTEL_SDK_DISABLED=true)
-// it is a no-op provider: instruments cost nothing and nothing listens or is sent.
-// app is read for its port, which the scrape endpoint must not take.
-func New(m config.Metrics, app config.App, log *slog.Logger, svc telemetry.Service) (metric.MeterProvider, func(), error) {
-	names, err := m.ExporterList()
-	if err != nil {
-		return nil, nil, err
-	}
-	if m.Disabled() {
+// NewMeterProvider returns the meter provider that OTEL_METRICS_EXPORTER asks for and a cleanup
+// that stops the scrape endpoint and flushes what is left. With no exporter (none, or
+// OTEL_SDK_DISABLED=true) it is a no-op provider: instruments cost nothing and nothing listens
+// or is sent.
+func NewMeterProvider(o Options, log *slog.Logger, svc Service) (metric.MeterProvider, func(), error) {
+	names := o.MetricsExporters
+	if o.Disabled {
 		log.Info("metrics export off (OTEL_SDK_DISABLED=true)")
 		return noop.NewMeterProvider(), func() {}, nil
 	}
@@ -61,12 +49,12 @@ func New(m config.Metrics, app config.App, log *slog.Logger, svc telemetry.Servi
 		return noop.NewMeterProvider(), func() {}, nil
 	}
 
-	res, err := telemetry.NewResource(svc, m.ResourceAttributes)
+	res, err := newResource(svc, o.ResourceAttributes)
 	if err != nil {
 		return nil, nil, err
 	}
-	elog := telemetry.NewExportLog(log, "metrics", telemetry.ReminderInterval)
-	otel.SetErrorHandler(elog)
+	elog := newExportLog(log, "metrics", reminderInterval)
+	global.SetErrorHandler(elog)
 
 	opts := []sdkmetric.Option{
 		sdkmetric.WithResource(res),
@@ -78,14 +66,14 @@ func New(m config.Metrics, app config.App, log *slog.Logger, svc telemetry.Servi
 	for _, name := range names {
 		switch name {
 		case "otlp":
-			exp, desc, err := newOTLPExporter(m.OTLP)
+			exp, desc, err := newOTLPMetricExporter(o.OTLP)
 			if err != nil {
 				return nil, nil, err
 			}
-			opts = append(opts, sdkmetric.WithReader(sdkmetric.NewPeriodicReader(watchedExporter{exp, elog})))
+			opts = append(opts, sdkmetric.WithReader(sdkmetric.NewPeriodicReader(watchedMetricExporter{exp, elog})))
 			log.Info("metrics export: OTLP", desc...)
 		case "prometheus":
-			reader, srv, ln, err := newPrometheus(m, app.Port)
+			reader, srv, ln, err := newPrometheus(o)
 			if err != nil {
 				return nil, nil, err
 			}
@@ -121,12 +109,12 @@ func New(m config.Metrics, app config.App, log *slog.Logger, svc telemetry.Servi
 	return mp, cleanup, nil
 }
 
-// newOTLPExporter builds the OTLP exporter. Endpoint, headers, timeout, compression,
+// newOTLPMetricExporter builds the OTLP metric exporter. Endpoint, headers, timeout, compression,
 // certificates and temporality come from the SDK's own OTEL_EXPORTER_OTLP_* variables; the
 // export interval from OTEL_METRIC_EXPORT_INTERVAL (read by the periodic reader). It returns
 // what to log about it (never the headers: they often carry a token). The protocol
 // (http/protobuf by default) decides which exporter to build.
-func newOTLPExporter(o config.OTLP) (sdkmetric.Exporter, []any, error) {
+func newOTLPMetricExporter(o OTLP) (sdkmetric.Exporter, []any, error) {
 	ctx := context.Background()
 	key, proto := "OTEL_EXPORTER_OTLP_METRICS_PROTOCOL", strings.TrimSpace(o.MetricsProtocol)
 	if proto == "" {
@@ -135,7 +123,7 @@ func newOTLPExporter(o config.OTLP) (sdkmetric.Exporter, []any, error) {
 	if proto == "" {
 		proto = "http/protobuf"
 	}
-	endpoint := telemetry.FirstSet(o.MetricsEndpoint, o.Endpoint)
+	endpoint := firstSet(o.MetricsEndpoint, o.Endpoint)
 	interval := strings.TrimSpace(o.ExportInterval)
 	var exp sdkmetric.Exporter
 	var err error
@@ -159,14 +147,14 @@ func newOTLPExporter(o config.OTLP) (sdkmetric.Exporter, []any, error) {
 	if interval == "" {
 		interval = "60000"
 	}
-	return exp, []any{"protocol", proto, "endpoint", telemetry.RedactURL(endpoint), "interval_ms", interval}, nil
+	return exp, []any{"protocol", proto, "endpoint", redactURL(endpoint), "interval_ms", interval}, nil
 }
 
 // newPrometheus builds the pull exporter on a registry of its own and the HTTP server for it,
 // already listening: a port in use is a start-up error that names the settings.
-func newPrometheus(m config.Metrics, apiPort config.Port) (sdkmetric.Reader, *http.Server, net.Listener, error) {
-	if m.PrometheusPort == apiPort {
-		return nil, nil, nil, fmt.Errorf("OTEL_EXPORTER_PROMETHEUS_PORT: %d is the API port (APP__PORT); the scrape endpoint must be on a port of its own", int(m.PrometheusPort))
+func newPrometheus(o Options) (sdkmetric.Reader, *http.Server, net.Listener, error) {
+	if o.PrometheusPort == o.APIPort {
+		return nil, nil, nil, fmt.Errorf("OTEL_EXPORTER_PROMETHEUS_PORT: %d is the API port (APP__PORT); the scrape endpoint must be on a port of its own", o.PrometheusPort)
 	}
 	reg := prom.NewRegistry()
 	// The process's resident memory, CPU and open files (process_resident_memory_bytes, ...),
@@ -184,7 +172,7 @@ func newPrometheus(m config.Metrics, apiPort config.Port) (sdkmetric.Reader, *ht
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("prometheus exporter: %w", err)
 	}
-	addr := net.JoinHostPort(m.PrometheusHost, strconv.Itoa(int(m.PrometheusPort)))
+	addr := net.JoinHostPort(o.PrometheusHost, strconv.Itoa(o.PrometheusPort))
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("OTEL_EXPORTER_PROMETHEUS_HOST, OTEL_EXPORTER_PROMETHEUS_PORT: cannot listen on %s for the Prometheus scrape endpoint: %w", addr, err)
@@ -205,16 +193,18 @@ func newPrometheus(m config.Metrics, apiPort config.Port) (sdkmetric.Reader, *ht
 // promErrorLog hands promhttp's errors to the OpenTelemetry error handler, which rate-limits them.
 type promErrorLog struct{}
 
-func (promErrorLog) Println(v ...any) { otel.Handle(errors.New(strings.TrimSpace(fmt.Sprintln(v...)))) }
-
-// watchedExporter tells the export log when an export succeeds, so that a recovery after
-// failures is logged once.
-type watchedExporter struct {
-	sdkmetric.Exporter
-	log *telemetry.ExportLog
+func (promErrorLog) Println(v ...any) {
+	global.Handle(errors.New(strings.TrimSpace(fmt.Sprintln(v...))))
 }
 
-func (w watchedExporter) Export(ctx context.Context, rm *metricdata.ResourceMetrics) error {
+// watchedMetricExporter tells the export log when an export succeeds, so that a recovery after
+// failures is logged once.
+type watchedMetricExporter struct {
+	sdkmetric.Exporter
+	log *exportLog
+}
+
+func (w watchedMetricExporter) Export(ctx context.Context, rm *metricdata.ResourceMetrics) error {
 	err := w.Exporter.Export(ctx, rm)
 	if err == nil {
 		w.log.Succeeded()

@@ -1,4 +1,4 @@
-package telemetry
+package otel
 
 import (
 	"errors"
@@ -13,7 +13,7 @@ import (
 func TestExportLogRateLimit(t *testing.T) {
 	log, buf := newLogger()
 	now := time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC)
-	l := NewExportLog(log, "metrics", 5*time.Minute)
+	l := newExportLog(log, "metrics", 5*time.Minute)
 	l.now = func() time.Time { return now }
 	failure := errors.New("dial tcp 127.0.0.1:4318: connect: connection refused")
 
