@@ -1,11 +1,19 @@
 package main
 
 import (
+	"time"
+
+	"github.com/emsanalytics/emsquery/app"
 	"github.com/emsanalytics/emsquery/modules/records"
 	"github.com/emsanalytics/emsquery/modules/reports"
 	"github.com/emsanalytics/emsquery/modules/stats"
+	"github.com/emsanalytics/emsquery/platform/answercache"
+	"github.com/emsanalytics/emsquery/platform/auth"
 	"github.com/emsanalytics/emsquery/platform/config"
+	"github.com/emsanalytics/emsquery/platform/database"
+	"github.com/emsanalytics/emsquery/platform/graphqlserver"
 	"github.com/emsanalytics/emsquery/platform/keyset"
+	"github.com/emsanalytics/emsquery/platform/logging"
 	"github.com/emsanalytics/emsquery/platform/otel"
 )
 
@@ -53,5 +61,109 @@ func otelOptions(o config.OTel, app config.App) otel.Options {
 			TracesEndpoint:  o.TracesEndpoint,
 			ExportInterval:  o.ExportInterval,
 		},
+	}
+}
+
+func cacheOptions(c config.Cache) answercache.Options {
+	return answercache.Options{Enabled: bool(c.Enabled), MaxStaleness: c.MaxStaleness.Duration(), MaxBytes: int64(c.MaxBytes), NotifyChannel: string(c.NotifyChannel)}
+}
+
+func logOptions(l config.Log) logging.Options {
+	return logging.Options{
+		Level:       l.Level.Level(),
+		Path:        l.Path,
+		Console:     bool(l.Console.Enabled),
+		ConsoleJSON: l.Console.Format == config.FormatJSON,
+		File:        bool(l.File.Enabled),
+		Filename:    l.File.Filename,
+		MaxSize:     int64(l.File.MaxSize),
+		MaxFiles:    int(l.File.MaxFiles),
+	}
+}
+
+// maxPage is LIMITS__MAX_PAGE_SIZE: the one place it is read.
+func maxPage(l config.Limits) keyset.MaxPage { return keyset.MaxPage(l.PageSize) }
+
+func authOptions(a config.Authentication) auth.Options {
+	return auth.Options{
+		Header:            a.APIKeyHeader.String(),
+		APIKey:            a.APIKey.Reveal(),
+		KeysFile:          a.APIKeysFile,
+		PollInterval:      time.Duration(a.APIKeysPollInterval) * time.Second,
+		FailuresPerMinute: int(a.FailuresPerMinute),
+	}
+}
+
+func databaseOptions(d config.Database) database.Options {
+	ports := make([]int, len(d.Ports))
+	for i, p := range d.Ports {
+		ports[i] = int(p)
+	}
+	return database.Options{
+		Hosts:                  d.Hosts,
+		Ports:                  ports,
+		TargetSessionAttrs:     database.TargetSessionAttrs(d.TargetSessionAttrs),
+		LoadBalanceHosts:       database.LoadBalanceHosts(d.LoadBalanceHosts),
+		TransactionPooling:     bool(d.TransactionPooling),
+		Name:                   d.Name,
+		Username:               d.Username,
+		Password:               d.Password.Reveal(),
+		Schema:                 d.Schema,
+		SSLMode:                database.SSLMode(d.SSLMode),
+		Encrypt:                bool(d.Encrypt),
+		TrustServerCertificate: bool(d.TrustServerCertificate),
+		SSLRootCert:            d.SSLRootCert,
+		SSLCert:                d.SSLCert,
+		SSLKey:                 d.SSLKey,
+		PoolSize:               int(d.PoolSize),
+		MaxOverflow:            int(d.MaxOverflow),
+		PoolTimeout:            d.PoolTimeout.Duration(),
+		PoolRecycle:            d.PoolRecycle.Duration(),
+		FromURL:                d.FromURL,
+		Params:                 d.Params,
+	}
+}
+
+func databaseTimeouts(l config.Limits) database.Timeouts {
+	return database.Timeouts{StatementTimeout: l.StatementTimeout.Duration(), ExportTimeout: l.ExportTimeout.Duration()}
+}
+
+func serverOptions(a config.App, sec config.Security) app.Options {
+	return app.Options{
+		Host:                    a.Host,
+		Port:                    int(a.Port),
+		RootPath:                string(a.RootPath),
+		HealthChecksEnabled:     bool(a.HealthChecksEnabled),
+		MaxBodyBytes:            int64(a.MaxBodyBytes),
+		ShutdownTimeout:         a.ShutdownTimeout.Duration(),
+		ShutdownDelay:           a.ShutdownDelay.Duration(),
+		TrustedProxies:          a.TrustedProxies,
+		ReadTimeout:             a.ReadTimeout.Duration(),
+		IdleTimeout:             a.IdleTimeout.Duration(),
+		WriteTimeout:            a.WriteTimeout.Duration(),
+		MaxConnections:          int(a.MaxConnections),
+		MaxConnectionsPerClient: int(a.MaxConnectionsPerClient),
+		CORSEnabled:             bool(sec.CORS.Enabled),
+		CORSAllowOrigins:        sec.CORS.AllowOrigins,
+	}
+}
+
+func graphQLLimits(l config.Limits) app.GraphQLLimits {
+	return app.GraphQLLimits{
+		QueryDepth:         int(l.QueryDepth),
+		QueryComplexity:    int(l.QueryComplexity),
+		MaxRootFields:      int(l.MaxRootFields),
+		RequestParallelism: int(l.RequestParallelism),
+		RequestTimeout:     l.RequestTimeout.Duration(),
+	}
+}
+
+// streamsConfig: the live answers' bounds; their questions and answers share CACHE__MAX_BYTES.
+func streamsConfig(a config.App, l config.Limits, c config.Cache) graphqlserver.StreamsConfig {
+	return graphqlserver.StreamsConfig{
+		Max:       int(l.MaxStreams),
+		MaxPerKey: int(l.MaxStreamsPerKey),
+		Heartbeat: a.StreamHeartbeat.Duration(),
+		MaxBytes:  int64(c.MaxBytes),
 	}
 }

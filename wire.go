@@ -14,7 +14,6 @@ import (
 	"github.com/emsanalytics/emsquery/platform/auth"
 	"github.com/emsanalytics/emsquery/platform/config"
 	"github.com/emsanalytics/emsquery/platform/database"
-	"github.com/emsanalytics/emsquery/platform/keyset"
 	"github.com/emsanalytics/emsquery/platform/logging"
 	"github.com/emsanalytics/emsquery/platform/otel"
 )
@@ -26,20 +25,21 @@ func initService(cfg *config.Config, svc otel.Service) (*app.Server, func(), err
 	wire.Build(
 		// Each provider takes the part of the settings it uses.
 		wire.FieldsOf(new(*config.Config), "App", "Database", "Security", "Authentication", "Log", "OTel", "Limits", "Cache"),
-		logging.New,
+		logOptions, logging.New,
 		otelOptions,
 		otel.NewMeterProvider,
 		otel.NewTracerProvider,
-		database.Open,
-		answercache.New,
-		auth.NewChecker,
-		keyset.NewMaxPage,
+		databaseOptions, databaseTimeouts, database.Open,
+		cacheOptions, answercache.New,
+		authOptions, auth.NewChecker,
+		maxPage,
 		newStreamedAnswers,
 		recordLimits, statsLimits, reportLimits, exportOptions,
 		stats.ProviderSet,
 		resources.ProviderSet,
 		patients.ProviderSet,
 		reports.ProviderSet,
+		serverOptions, graphQLLimits, streamsConfig,
 		app.ProviderSet,
 	)
 	return nil, nil, nil

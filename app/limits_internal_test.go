@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/emsanalytics/emsquery/app/gqlpublic"
-	"github.com/emsanalytics/emsquery/platform/config"
 )
 
 // The document limits (platform/graphqlserver) in /graphql's gqlgen server, built as the server
@@ -104,7 +103,7 @@ func (r gqlResult) code() string {
 }
 
 // testLimits are the default document limits, for gqlgen servers built in tests.
-var testLimits = config.Limits{QueryDepth: 15, QueryComplexity: 1000}
+var testLimits = GraphQLLimits{QueryDepth: 15, QueryComplexity: 1000}
 
 // limitsServer is /graphql's gqlgen server with the default limits and no resolvers: only
 // introspection can run, which is all these tests need.

@@ -12,8 +12,8 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/emsanalytics/emsquery/platform/auth"
-	"github.com/emsanalytics/emsquery/platform/httpbridge"
 	"github.com/emsanalytics/emsquery/platform/otel"
+	"github.com/emsanalytics/emsquery/platform/responsebody"
 )
 
 // meterName is the instrumentation scope of the HTTP instruments and of the GraphQL engines'
@@ -111,7 +111,7 @@ func (m *serviceMetrics) handler(c *fiber.Ctx) error {
 	route := m.routeTemplate(c)
 	set := m.httpSets.Get(httpKey{method, route, auth.KeyName(c), status})
 	// A streamed answer is active, and lasts, until its last byte is sent.
-	httpbridge.AfterBody(c, func(int64, error) {
+	responsebody.AfterBody(c, func(int64, error) {
 		m.active.Add(ctx, -1, active...)
 		m.duration.Record(ctx, time.Since(start).Seconds(), set...)
 	})

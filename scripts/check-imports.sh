@@ -7,7 +7,9 @@
 # executor or HTTP handler; the packages it uses for the cache and the JSON (answercache, gqljson,
 # jsonscalar) and the generated endpoint packages import neither Fiber, fasthttp nor net/http;
 # and modules do not import the encoder's internals (platform/gqljson): they answer lists with
-# graphqlserver.List and write columns with platform/jsonscalar.
+# graphqlserver.List and write columns with platform/jsonscalar. Settings reach packages one way:
+# the root translates config's sections into each package's own options, so no package below the
+# root (tests included; bench/ and internal/ tooling may) imports platform/config.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mod=$(go list -m)
@@ -45,4 +47,13 @@ while read -r pkg imports; do
     esac
   done
 done < <(go list -f '{{.ImportPath}} {{join .Imports " "}}' ./platform/... ./modules/... ./app/...)
+while read -r pkg imports; do
+  from=${pkg#"$mod"/}
+  [ "$from" = platform/config ] && continue
+  for imp in $imports; do
+    if [ "$imp" = "$mod/platform/config" ]; then
+      echo "$from imports platform/config: the root translates the settings into the package's own options"; bad=1
+    fi
+  done
+done < <(go list -f '{{.ImportPath}} {{join .Imports " "}} {{join .TestImports " "}} {{join .XTestImports " "}}' ./platform/... ./modules/... ./app/...)
 exit $bad

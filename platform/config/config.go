@@ -314,7 +314,8 @@ func (d Database) Endpoints() []Endpoint {
 	return out
 }
 
-// MinKeyLength is the key length below which the service warns at start-up.
+// MinKeyLength is the key length below which the service warns at start-up
+// (platform/auth's MinKeyLength).
 const MinKeyLength = 32
 
 // EnvFile is the path of an env file to read; empty means ".env" in the working folder when

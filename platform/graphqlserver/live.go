@@ -20,8 +20,9 @@ import (
 
 	"github.com/emsanalytics/emsquery/platform/answercache"
 	"github.com/emsanalytics/emsquery/platform/apierr"
-	"github.com/emsanalytics/emsquery/platform/httpbridge"
+	"github.com/emsanalytics/emsquery/platform/clientwatch"
 	"github.com/emsanalytics/emsquery/platform/requestctx"
+	"github.com/emsanalytics/emsquery/platform/responsebody"
 )
 
 // Live answers (contract 6.11): a subscription is the same question as its query, answered
@@ -217,7 +218,7 @@ func (e *Endpoint) subscribe(c *fiber.Ctx, r *request) bool {
 	// nowhere) until the stream ends, hours from now. ResetBody would keep the buffer for the
 	// connection's next request; released, the collector takes it.
 	c.Request().ReleaseBody(0)
-	st := &stream{s: s, f: f, grant: grant, keyName: keyName, attrs: e.liveAttrs, gone: httpbridge.PeerGone(c.Context().Conn())}
+	st := &stream{s: s, f: f, grant: grant, keyName: keyName, attrs: e.liveAttrs, gone: clientwatch.PeerGone(c.Context().Conn())}
 	s.metrics.opened(e.liveAttrs)
 	h := &c.Response().Header
 	h.SetContentType("text/event-stream")
@@ -225,7 +226,7 @@ func (e *Endpoint) subscribe(c *fiber.Ctx, r *request) bool {
 	// nginx buffers responses unless told not to; a live answer must not wait in a proxy.
 	h.Set("X-Accel-Buffering", "no")
 	c.Set(answercache.HeaderCacheStatus, answercache.StatusBypass)
-	httpbridge.SendEvents(c, st)
+	responsebody.SendEvents(c, st)
 	return true
 }
 

@@ -11,7 +11,8 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
-	"github.com/emsanalytics/emsquery/platform/httpbridge"
+	"github.com/emsanalytics/emsquery/platform/clientwatch"
+	"github.com/emsanalytics/emsquery/platform/responsebody"
 )
 
 // responseWriter is the one writer a GraphQL answer is written into: the stream to the client
@@ -39,7 +40,7 @@ var errCut = errors.New("the answer failed after its first bytes were sent")
 // answer streams by then (cause: the error what still runs fails with), or when the client
 // closes its connection, and a writer that holds the first streamAt bytes. When answer ends
 // first, its answer is sent as a whole; when it writes more, the held bytes and the rest go out
-// as a chunked body (httpbridge.SendStream), and the request context lives until answer returns.
+// as a chunked body (responsebody.SendStream), and the request context lives until answer returns.
 //
 // answer runs as a coroutine (an answerer) of the connection's goroutine: of the handler until
 // it ends or its answer outgrows streamAt (most answers end there), then of fasthttp's sending
@@ -61,7 +62,7 @@ func run(c *fiber.Ctx, timeout time.Duration, cause error, answer func(ctx conte
 	if timeout > 0 { // 0: no bound of its own (tests)
 		stopTimer = time.AfterFunc(timeout, func() { cancel(cause) }).Stop
 	}
-	stopWatch := httpbridge.WatchClient(c.Context().Conn(), cancel)
+	stopWatch := clientwatch.WatchClient(c.Context().Conn(), cancel)
 	streaming := false
 	defer func() { // also when answer panics
 		stopWatch()
@@ -83,8 +84,8 @@ func run(c *fiber.Ctx, timeout time.Duration, cause error, answer func(ctx conte
 		// that the held bytes can be too.
 		c.Response().SetBody(w.held)
 		w.release()
-		if httpbridge.IsClientGone(context.Cause(ctx)) {
-			c.Status(httpbridge.StatusClientClosedRequest)
+		if clientwatch.IsClientGone(context.Cause(ctx)) {
+			c.Status(clientwatch.StatusClientClosedRequest)
 		}
 		return
 	}
@@ -94,7 +95,7 @@ func run(c *fiber.Ctx, timeout time.Duration, cause error, answer func(ctx conte
 	stopTimer()
 	w.writeHead(c)
 	body := &streamedBody{w: w, a: a, cancel: cancel}
-	httpbridge.SendStream(c, body, body.stop)
+	responsebody.SendStream(c, body, body.stop)
 }
 
 // streamedBody is a streamed answer as fasthttp reads it: each Read hands on what the answer
@@ -155,7 +156,7 @@ func (b *streamedBody) stop() {
 	if b.done {
 		return
 	}
-	b.cancel(httpbridge.ErrClientGone)
+	b.cancel(clientwatch.ErrClientGone)
 	b.w.gone = true
 	for !b.done {
 		b.resume()
@@ -291,7 +292,7 @@ func (w *streamWriter) Write(p []byte) (int, error) {
 // hand has the body send p, and returns once it did (or the client is gone).
 func (w *streamWriter) hand(p []byte) error {
 	if w.gone {
-		return httpbridge.ErrClientGone
+		return clientwatch.ErrClientGone
 	}
 	if len(p) == 0 {
 		return nil
@@ -301,7 +302,7 @@ func (w *streamWriter) hand(p []byte) error {
 		return errCut // never resumed
 	}
 	if w.gone {
-		return httpbridge.ErrClientGone
+		return clientwatch.ErrClientGone
 	}
 	return nil
 }

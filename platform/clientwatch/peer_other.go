@@ -1,6 +1,6 @@
 //go:build !linux
 
-package httpbridge
+package clientwatch
 
 import "syscall"
 

@@ -1,4 +1,9 @@
-package httpbridge
+// Package serverconn is the server's connections as fasthttp, under Fiber, does not make them:
+// a Close that lingers, so that a client still sending a body the server refused reads the
+// answer instead of a reset (Lingering); APP__WRITE_TIMEOUT on every write, cutting a client
+// that stopped reading but never one that reads slowly (writetimeout.go); and writes gathered
+// while a streamed body is sent (Cork).
+package serverconn
 
 import (
 	"io"

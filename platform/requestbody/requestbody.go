@@ -1,4 +1,8 @@
-package httpbridge
+// Package requestbody reads request bodies as their bytes arrive, only once their key has been
+// checked, within APP__MAX_BODY_BYTES and APP__READ_TIMEOUT, and never takes what is left of
+// one for the next request (see below): what fasthttp, under Fiber, does not do as a net/http
+// server would.
+package requestbody
 
 import (
 	"errors"
@@ -103,7 +107,7 @@ func refuseTooLarge(c *fiber.Ctx) error {
 // (ReadBody was not called or failed, a route that takes no body, a refusal, Fiber's own answer
 // to a method it does not know). fasthttp would otherwise read the rest of that body as the next
 // request on the connection: a request smuggled past whatever saw one request there (a proxy).
-// The connection closes gracefully (Lingering): the client reads the answer before the end.
+// The connection closes gracefully (serverconn.Lingering): the client reads the answer before the end.
 func closeUnread(h fasthttp.RequestHandler) fasthttp.RequestHandler {
 	return func(ctx *fasthttp.RequestCtx) {
 		h(ctx)

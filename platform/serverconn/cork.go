@@ -1,8 +1,8 @@
-package httpbridge
+package serverconn
 
 import "sync"
 
-// fasthttp sends a body of unknown length (SendStream) in chunks of 4 KiB, flushing each to the
+// fasthttp sends a body of unknown length (responsebody.SendStream) in chunks of 4 KiB, flushing each to the
 // connection: one system call and one TCP segment per 4 KiB. For an 82 MB answer that was 20,000
 // writes, most of the service's processor time besides the encoding (TCP_CORK in the kernel
 // merged the segments but left the system calls). So a connection of Lingering can be corked
@@ -16,9 +16,9 @@ type corker interface {
 	uncork()
 }
 
-// cork gathers conn's writes until the returned function is called, when conn is a corker;
-// otherwise it does nothing.
-func cork(conn any) (uncork func()) {
+// Cork gathers conn's writes until the returned function is called, when conn is a connection
+// of Lingering; otherwise it does nothing.
+func Cork(conn any) (uncork func()) {
 	c, ok := conn.(corker)
 	if !ok {
 		return func() {}

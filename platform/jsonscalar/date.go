@@ -1,4 +1,4 @@
-package database
+package jsonscalar
 
 import (
 	"encoding/binary"

@@ -1,4 +1,7 @@
-package database
+// Package changes tells a watcher when the database's data may have changed, for the answers
+// kept in memory (platform/answercache) to follow. Snapshot is the change source that reads each
+// host's data version on a connection of its own and listens for NOTIFY.
+package changes
 
 import (
 	"context"
@@ -9,6 +12,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/emsanalytics/emsquery/platform/database"
 )
 
 // opDataVersion is the data version poll's operation (db.client.operation.duration).
@@ -21,7 +26,7 @@ const (
 	watchRetryLast  = 15 * time.Second
 )
 
-// Watcher is told what DB.Watch sees. host is the configured host's index (0 to Hosts()-1):
+// Watcher is told what a change source sees. host is the configured host's index (0 to Hosts()-1):
 // each host is watched on a connection of its own.
 type Watcher interface {
 	// Version: host's data version (see dataVersion's statement) read by a poll sent at sent.
@@ -36,11 +41,24 @@ type Watcher interface {
 	Unlistened(err error)
 }
 
+// Snapshot is the change source that reads where each host's data stands (dataVersion): a
+// poll every interval, and in between a NOTIFY on channel (unless empty) at once.
+type Snapshot struct {
+	db       *database.DB
+	channel  string
+	interval time.Duration
+}
+
+// NewSnapshot returns the source that watches db's hosts.
+func NewSnapshot(db *database.DB, channel string, interval time.Duration) *Snapshot {
+	return &Snapshot{db: db, channel: channel, interval: interval}
+}
+
 // Hosts is how many database hosts are configured: Watch reports on each.
-func (db *DB) Hosts() int { return len(db.endpoints) }
+func (s *Snapshot) Hosts() int { return s.db.Hosts() }
 
 // Watch keeps a connection of its own to each configured host until ctx ends: every interval it
-// reads that host's data version, and in between it listens on channel (unless empty). With
+// reads that host's data version, and in between it listens on the channel (unless empty). With
 // several hosts every host is watched, whatever its role and DATABASE__TARGET_SESSION_ATTRS:
 // the pool may read from any of them (load balancing, prefer-standby falling back and
 // returning, a failover), and a standby makes a change visible later than the primary, so only
@@ -48,30 +66,24 @@ func (db *DB) Hosts() int { return len(db.endpoints) }
 // so a busy pool never delays them (and they hold no pooled connection while they wait); they
 // are built from the pool's settings, so they reach the same servers with the same
 // credentials and TLS. A broken connection is replaced, with a growing pause while that fails.
-func (db *DB) Watch(ctx context.Context, channel string, interval time.Duration, w Watcher) {
-	base := db.pool.Config().ConnConfig
-	if len(db.endpoints) < 2 {
-		db.watchHost(ctx, 0, base, channel, interval, w)
+func (s *Snapshot) Watch(ctx context.Context, w Watcher) {
+	ccs := s.db.HostConnConfigs()
+	if len(ccs) < 2 {
+		s.watchHost(ctx, 0, ccs[0], w)
 		return
 	}
 	var wg sync.WaitGroup
-	for i := range db.endpoints {
-		cc := base.Copy()
-		if i > 0 {
-			fb := base.Fallbacks[i-1]
-			cc.Host, cc.Port, cc.TLSConfig = fb.Host, fb.Port, fb.TLSConfig
-		}
-		cc.Fallbacks, cc.ValidateConnect = nil, nil
-		wg.Go(func() { db.watchHost(ctx, i, cc, channel, interval, w) })
+	for i, cc := range ccs {
+		wg.Go(func() { s.watchHost(ctx, i, cc, w) })
 	}
 	wg.Wait()
 }
 
 // watchHost is Watch for one host, reached with cc.
-func (db *DB) watchHost(ctx context.Context, host int, cc *pgx.ConnConfig, channel string, interval time.Duration, w Watcher) {
+func (s *Snapshot) watchHost(ctx context.Context, host int, cc *pgx.ConnConfig, w Watcher) {
 	pause := watchRetryFirst
 	for ctx.Err() == nil {
-		err := db.watchOnce(ctx, host, cc, channel, interval, w, func() { pause = watchRetryFirst })
+		err := s.watchOnce(ctx, host, cc, w, func() { pause = watchRetryFirst })
 		if ctx.Err() != nil {
 			return
 		}
@@ -87,7 +99,8 @@ func (db *DB) watchHost(ctx context.Context, host int, cc *pgx.ConnConfig, chann
 
 // watchOnce connects, listens, and polls until the connection fails or ctx ends; connected is
 // called once the first poll worked.
-func (db *DB) watchOnce(ctx context.Context, host int, cc *pgx.ConnConfig, channel string, interval time.Duration, w Watcher, connected func()) error {
+func (s *Snapshot) watchOnce(ctx context.Context, host int, cc *pgx.ConnConfig, w Watcher, connected func()) error {
+	channel, interval := s.channel, s.interval
 	cctx, cancel := context.WithTimeout(ctx, max(interval, 5*time.Second))
 	cc = cc.Copy()
 	// Told apart from the pool's sessions in pg_stat_activity.
@@ -118,7 +131,7 @@ func (db *DB) watchOnce(ctx context.Context, host int, cc *pgx.ConnConfig, chann
 	}
 	for first := true; ; first = false {
 		sent := time.Now()
-		v, err := db.dataVersion(ctx, conn, interval)
+		v, err := s.dataVersion(ctx, conn, interval)
 		if err != nil {
 			return err
 		}
@@ -164,7 +177,7 @@ func (db *DB) watchOnce(ctx context.Context, host int, cc *pgx.ConnConfig, chann
 // position, which moves when a change is replayed, that is when it becomes visible there. The
 // poll is measured like the repositories' statements, with a timeout of interval (a slower
 // answer is out of date anyway).
-func (db *DB) dataVersion(ctx context.Context, conn *pgx.Conn, timeout time.Duration) (string, error) {
+func (s *Snapshot) dataVersion(ctx context.Context, conn *pgx.Conn, timeout time.Duration) (string, error) {
 	const q = `SELECT CASE WHEN pg_is_in_recovery() THEN 'replayed ' || pg_last_wal_replay_lsn()::text
 	ELSE 'snapshot ' || pg_current_snapshot()::text END`
 	qctx, cancel := context.WithTimeout(ctx, timeout)
@@ -172,9 +185,9 @@ func (db *DB) dataVersion(ctx context.Context, conn *pgx.Conn, timeout time.Dura
 	start := time.Now()
 	var v *string
 	err := conn.QueryRow(qctx, q).Scan(&v)
-	db.metrics.operation(ctx, opDataVersion, start, err)
+	s.db.Measure(ctx, opDataVersion, start, err)
 	if err != nil {
-		return "", fmt.Errorf("%s: %w", opDataVersion, ClassifyContext(qctx, err))
+		return "", fmt.Errorf("%s: %w", opDataVersion, database.ClassifyContext(qctx, err))
 	}
 	if v == nil {
 		// A standby that replays from an archive only, before its first record.

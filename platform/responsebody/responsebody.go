@@ -1,10 +1,17 @@
-package httpbridge
+// Package responsebody sends response bodies written while they are sent (SendStream, and event
+// streams: SendEvents), and tells the middleware when a body was sent whole or cut (AfterBody):
+// fasthttp, under Fiber, sends a body after the handler returned, so the handler alone cannot
+// know.
+package responsebody
 
 import (
 	"io"
 	"sync"
 
 	"github.com/gofiber/fiber/v2"
+
+	"github.com/emsanalytics/emsquery/platform/clientwatch"
+	"github.com/emsanalytics/emsquery/platform/serverconn"
 )
 
 type streamKey struct{}
@@ -38,11 +45,11 @@ func (s *stream) end(err error) {
 // cuts the response: fasthttp then closes the connection without the chunked body's last
 // chunk, so no client can take what it received for a whole answer. stop is called when
 // fasthttp stops reading, the body sent or the client's connection failed (then before the
-// body's end). The connection is corked while the body is sent (see cork.go).
+// body's end). The connection is corked while the body is sent (serverconn.Cork).
 func SendStream(c *fiber.Ctx, body io.Reader, stop func()) {
 	s := &stream{}
 	c.Locals(streamKey{}, s)
-	b := &streamBody{r: body, closeRead: stop, s: s, uncork: cork(c.Context().Conn())}
+	b := &streamBody{r: body, closeRead: stop, s: s, uncork: serverconn.Cork(c.Context().Conn())}
 	c.Response().SetBodyStream(b, -1)
 }
 
@@ -86,7 +93,7 @@ func (b *streamBody) Read(p []byte) (int, error) {
 func (b *streamBody) Close() error {
 	err := b.err
 	if !b.eof && err == nil {
-		err = ErrClientGone // fasthttp stopped reading: its write to the client failed
+		err = clientwatch.ErrClientGone // fasthttp stopped reading: its write to the client failed
 	}
 	b.closeRead()
 	// fasthttp has written the last chunk into the socket (or failed): out with it now.

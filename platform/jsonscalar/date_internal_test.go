@@ -1,4 +1,4 @@
-package database
+package jsonscalar
 
 import (
 	"encoding/binary"
@@ -51,5 +51,25 @@ func BenchmarkAppendDate(b *testing.B) {
 	buf := make([]byte, 0, 64)
 	for i := 0; b.Loop(); i++ {
 		buf, _ = AppendDate(buf[:0], raws[i%len(raws)])
+	}
+}
+
+// FormatDate's fast path must spell every date as time.Format does.
+func TestFormatDateMatchesTimeFormat(t *testing.T) {
+	check := func(d time.Time) {
+		t.Helper()
+		if got, want := FormatDate(pgtype.Date{Time: d, Valid: true}), d.Format(time.DateOnly); got != want {
+			t.Fatalf("FormatDate(%v) = %q, want %q", d, got, want)
+		}
+	}
+	for d := time.Date(1890, 1, 1, 0, 0, 0, 0, time.UTC); d.Year() < 2110; d = d.AddDate(0, 0, 1) {
+		check(d)
+	}
+	for _, y := range []int{-10000, -1, 0, 1, 9, 10, 99, 100, 999, 1000, 9999, 10000, 123456} {
+		check(time.Date(y, 2, 28, 0, 0, 0, 0, time.UTC))
+		check(time.Date(y, 12, 31, 0, 0, 0, 0, time.UTC))
+	}
+	if got := FormatDate(pgtype.Date{InfinityModifier: pgtype.Infinity, Valid: true}); got != "infinity" {
+		t.Fatalf("infinity: %q", got)
 	}
 }

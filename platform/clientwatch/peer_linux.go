@@ -1,4 +1,4 @@
-package httpbridge
+package clientwatch
 
 import (
 	"errors"

@@ -1,15 +1,8 @@
-// Package httpbridge fills in what fasthttp, under Fiber, does not do as a net/http server
-// would:
-//
-//   - Watched and WatchClient end a request's context when its client closes the connection
-//     (fasthttp reads a connection only between requests, so it never notices);
-//   - SendStream sends a body written while it is sent, and AfterBody tells the middleware when
-//     it was sent whole (or cut);
-//   - Lingering closes connections gracefully, so a client still sending a body the server
-//     refused reads the answer instead of a reset;
-//   - StreamBodies and ReadBody read a request's body as it arrives, only once its key has
-//     been checked, and never take what is left of one for the next request (body.go).
-package httpbridge
+// Package clientwatch ends a request's context when its client closes the connection (Watched,
+// WatchClient), and looks whether it has (PeerGone): fasthttp, under Fiber, reads a connection
+// only between requests, so unlike a net/http server it never notices a client that left while
+// its answer is computed.
+package clientwatch
 
 import (
 	"context"
