@@ -9,7 +9,7 @@
 # and modules do not import the encoder's internals (platform/gqljson): they answer lists with
 # graphqlserver.List and write columns with platform/jsonscalar. Settings reach packages one way:
 # the root translates config's sections into each package's own options, so no package below the
-# root (tests included; bench/ and internal/ tooling may) imports platform/config.
+# root (tests and systemtest included; bench/ and internal/ tooling may) imports platform/config.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mod=$(go list -m)
@@ -55,5 +55,5 @@ while read -r pkg imports; do
       echo "$from imports platform/config: the root translates the settings into the package's own options"; bad=1
     fi
   done
-done < <(go list -f '{{.ImportPath}} {{join .Imports " "}} {{join .TestImports " "}} {{join .XTestImports " "}}' ./platform/... ./modules/... ./app/...)
+done < <(go list -f '{{.ImportPath}} {{join .Imports " "}} {{join .TestImports " "}} {{join .XTestImports " "}}' ./platform/... ./modules/... ./app/... ./systemtest/...)
 exit $bad
