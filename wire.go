@@ -23,7 +23,7 @@ import (
 // endpoint and final flush, log file).
 func initService(cfg *config.Config, svc otel.Service) (*app.Server, func(), error) {
 	wire.Build(
-		// Each provider takes the part of the settings it uses.
+		// The settings' sections, translated (options.go) into the options each package declares.
 		wire.FieldsOf(new(*config.Config), "App", "Database", "Security", "Authentication", "Log", "OTel", "Limits", "Cache"),
 		logOptions, logging.New,
 		otelOptions,

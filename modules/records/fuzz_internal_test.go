@@ -287,5 +287,3 @@ func contains(words []string, w string) bool {
 	}
 	return false
 }
-
-func ptr(s string) *string { return &s }

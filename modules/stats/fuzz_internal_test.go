@@ -91,12 +91,6 @@ func wantBadInput(t *testing.T, err error) {
 	}
 }
 
-func sameTime(a, b any) bool {
-	ta, ok1 := a.(time.Time)
-	tb, ok2 := b.(time.Time)
-	return ok1 && ok2 && ta.Equal(tb)
-}
-
 var (
 	// placeholderRE is a parameter with the cast every parameter of the filters has.
 	placeholderRE = regexp.MustCompile(`\$([0-9]+)(::([a-z0-9]+(\[\])?))?`)

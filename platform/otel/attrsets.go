@@ -13,8 +13,8 @@ const MaxSets = 2000
 
 // AttrSets keeps the OpenTelemetry attribute sets of measurements per key, so that recording a
 // measurement builds its attribute set once per combination instead of once per request: the
-// sets built for each key, up to MaxSets, as option slices (passing
-// a slice with ... allocates nothing).
+// sets built for each key, up to MaxSets, as option slices (passing a slice with ... allocates
+// nothing).
 type AttrSets[K comparable] struct {
 	build func(K) attribute.Set
 	own   func(K) K
@@ -22,9 +22,9 @@ type AttrSets[K comparable] struct {
 	sets  map[K][]metric.RecordOption
 }
 
-// NewAttrSets returns a cache that builds a key's set with build. own, when not nil, copies the key's
-// strings before the cache keeps it, so that a kept key does not pin a larger string (a whole
-// GraphQL document) it was cut from.
+// NewAttrSets returns a cache that builds a key's set with build. own, when not nil, copies the
+// key's strings before the cache keeps it, so that a kept key does not pin a larger string (a
+// whole GraphQL document) it was cut from.
 func NewAttrSets[K comparable](build func(K) attribute.Set, own func(K) K) *AttrSets[K] {
 	return &AttrSets[K]{build: build, own: own, sets: map[K][]metric.RecordOption{}}
 }
