@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/emsanalytics/emsquery/platform/config"
-	"github.com/emsanalytics/emsquery/platform/telemetry"
+	"github.com/emsanalytics/emsquery/platform/otel"
 )
 
 // version is set at build time: go build -ldflags "-X main.version=1.2.3".
@@ -46,7 +46,7 @@ func run() int {
 	if *healthcheck {
 		return probe(cfg)
 	}
-	srv, cleanup, err := initService(cfg, telemetry.Service{Name: "emsquery", Version: version})
+	srv, cleanup, err := initService(cfg, otel.Service{Name: "emsquery", Version: version})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "emsquery: cannot start:", err)
 		return 1

@@ -14,32 +14,32 @@ import (
 	"github.com/emsanalytics/emsquery/platform/auth"
 	"github.com/emsanalytics/emsquery/platform/config"
 	"github.com/emsanalytics/emsquery/platform/database"
-	"github.com/emsanalytics/emsquery/platform/keyset"
 	"github.com/emsanalytics/emsquery/platform/logging"
-	"github.com/emsanalytics/emsquery/platform/metrics"
-	"github.com/emsanalytics/emsquery/platform/telemetry"
-	"github.com/emsanalytics/emsquery/platform/tracing"
+	"github.com/emsanalytics/emsquery/platform/otel"
 )
 
 // initService assembles the service from the settings. The cleanup closes, in reverse order,
 // what the providers opened (keys file watch, cache watch, pool, traces and metrics: scrape
 // endpoint and final flush, log file).
-func initService(cfg *config.Config, svc telemetry.Service) (*app.Server, func(), error) {
+func initService(cfg *config.Config, svc otel.Service) (*app.Server, func(), error) {
 	wire.Build(
-		// Each provider takes the part of the settings it uses.
-		wire.FieldsOf(new(*config.Config), "App", "Database", "Security", "Authentication", "Log", "Metrics", "Traces", "Limits", "Cache"),
-		logging.New,
-		metrics.New,
-		tracing.New,
-		database.Open,
-		answercache.New,
-		auth.NewChecker,
-		keyset.NewMaxPage,
+		// The settings' sections, translated (options.go) into the options each package declares.
+		wire.FieldsOf(new(*config.Config), "App", "Database", "Security", "Authentication", "Log", "OTel", "Limits", "Cache"),
+		logOptions, logging.New,
+		otelOptions,
+		otel.NewMeterProvider,
+		otel.NewTracerProvider,
+		databaseOptions, databaseTimeouts, database.Open,
+		cacheOptions, answercache.New,
+		authOptions, auth.NewChecker,
+		maxPage,
 		newStreamedAnswers,
+		recordLimits, statsLimits, reportLimits, exportOptions,
 		stats.ProviderSet,
 		resources.ProviderSet,
 		patients.ProviderSet,
 		reports.ProviderSet,
+		serverOptions, graphQLLimits, streamsConfig,
 		app.ProviderSet,
 	)
 	return nil, nil, nil

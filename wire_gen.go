@@ -19,11 +19,8 @@ import (
 	"github.com/emsanalytics/emsquery/platform/auth"
 	"github.com/emsanalytics/emsquery/platform/config"
 	"github.com/emsanalytics/emsquery/platform/database"
-	"github.com/emsanalytics/emsquery/platform/keyset"
 	"github.com/emsanalytics/emsquery/platform/logging"
-	"github.com/emsanalytics/emsquery/platform/metrics"
-	"github.com/emsanalytics/emsquery/platform/telemetry"
-	"github.com/emsanalytics/emsquery/platform/tracing"
+	"github.com/emsanalytics/emsquery/platform/otel"
 )
 
 // Injectors from wire.go:
@@ -31,30 +28,35 @@ import (
 // initService assembles the service from the settings. The cleanup closes, in reverse order,
 // what the providers opened (keys file watch, cache watch, pool, traces and metrics: scrape
 // endpoint and final flush, log file).
-func initService(cfg *config.Config, svc telemetry.Service) (*app.Server, func(), error) {
+func initService(cfg *config.Config, svc otel.Service) (*app.Server, func(), error) {
 	configApp := cfg.App
-	limits := cfg.Limits
 	security := cfg.Security
+	options := serverOptions(configApp, security)
+	limits := cfg.Limits
+	appGraphQLLimits := graphQLLimits(limits)
 	log := cfg.Log
-	logger, cleanup, err := logging.New(log)
+	loggingOptions := logOptions(log)
+	logger, cleanup, err := logging.New(loggingOptions)
 	if err != nil {
 		return nil, nil, err
 	}
 	configDatabase := cfg.Database
-	configMetrics := cfg.Metrics
-	meterProvider, cleanup2, err := metrics.New(configMetrics, configApp, logger, svc)
+	options2 := databaseOptions(configDatabase)
+	timeouts := databaseTimeouts(limits)
+	oTel := cfg.OTel
+	options3 := otelOptions(oTel, configApp)
+	meterProvider, cleanup2, err := otel.NewMeterProvider(options3, logger, svc)
 	if err != nil {
 		cleanup()
 		return nil, nil, err
 	}
-	traces := cfg.Traces
-	tracerProvider, cleanup3, err := tracing.New(traces, logger, svc)
+	tracerProvider, cleanup3, err := otel.NewTracerProvider(options3, logger, svc)
 	if err != nil {
 		cleanup2()
 		cleanup()
 		return nil, nil, err
 	}
-	db, cleanup4, err := database.Open(configDatabase, limits, logger, meterProvider, tracerProvider)
+	db, cleanup4, err := database.Open(options2, timeouts, logger, meterProvider, tracerProvider)
 	if err != nil {
 		cleanup3()
 		cleanup2()
@@ -62,7 +64,8 @@ func initService(cfg *config.Config, svc telemetry.Service) (*app.Server, func()
 		return nil, nil, err
 	}
 	authentication := cfg.Authentication
-	checker, cleanup5, err := auth.NewChecker(authentication, logger, meterProvider)
+	options4 := authOptions(authentication)
+	checker, cleanup5, err := auth.NewChecker(options4, logger, meterProvider)
 	if err != nil {
 		cleanup4()
 		cleanup3()
@@ -71,13 +74,14 @@ func initService(cfg *config.Config, svc telemetry.Service) (*app.Server, func()
 		return nil, nil, err
 	}
 	repository := stats.NewRepository(db)
-	maxPage := keyset.NewMaxPage(limits)
-	statsLimits := stats.NewLimits(limits, maxPage)
-	resolver := stats.NewResolver(repository, statsLimits)
+	recordsLimits := recordLimits(limits)
+	limits2 := statsLimits(recordsLimits, limits)
+	resolver := stats.NewResolver(repository, limits2)
 	resourcesRepository := resources.NewRepository(db)
-	resourcesResolver := resources.NewResolver(resourcesRepository, maxPage)
+	keysetMaxPage := maxPage(limits)
+	resourcesResolver := resources.NewResolver(resourcesRepository, keysetMaxPage)
 	patientsRepository := patients.NewRepository(db)
-	patientsResolver := patients.NewResolver(patientsRepository, maxPage)
+	patientsResolver := patients.NewResolver(patientsRepository, keysetMaxPage)
 	subscriptions := stats.NewSubscriptions(resolver)
 	resourcesSubscriptions := resources.NewSubscriptions(resourcesResolver)
 	gqlpublicResolver := &gqlpublic.Resolver{
@@ -89,7 +93,8 @@ func initService(cfg *config.Config, svc telemetry.Service) (*app.Server, func()
 	}
 	schema := gqlpublic.NewSchema(gqlpublicResolver)
 	reportsRepository := reports.NewRepository(db)
-	serveResolver := reports.NewServeResolver(reportsRepository, statsLimits)
+	reportsLimits := reportLimits(recordsLimits, keysetMaxPage)
+	serveResolver := reports.NewServeResolver(reportsRepository, reportsLimits)
 	serveSubscriptions := reports.NewServeSubscriptions(serveResolver)
 	gqlserveResolver := &gqlserve.Resolver{
 		Reports:     serveResolver,
@@ -107,7 +112,8 @@ func initService(cfg *config.Config, svc telemetry.Service) (*app.Server, func()
 		Lookups: gqllookupsSchema,
 	}
 	cache := cfg.Cache
-	answercacheCache, cleanup6, err := answercache.New(cache, db, logger, meterProvider)
+	answercacheOptions := cacheOptions(cache)
+	answercacheCache, cleanup6, err := answercache.New(answercacheOptions, db, logger, meterProvider)
 	if err != nil {
 		cleanup5()
 		cleanup4()
@@ -116,7 +122,8 @@ func initService(cfg *config.Config, svc telemetry.Service) (*app.Server, func()
 		cleanup()
 		return nil, nil, err
 	}
-	streams, cleanup7, err := app.NewStreams(configApp, limits, cache, meterProvider)
+	gqlliveStreamsConfig := streamsConfig(configApp, limits, cache)
+	streams, cleanup7, err := app.NewStreams(gqlliveStreamsConfig, meterProvider)
 	if err != nil {
 		cleanup6()
 		cleanup5()
@@ -127,10 +134,11 @@ func initService(cfg *config.Config, svc telemetry.Service) (*app.Server, func()
 		return nil, nil, err
 	}
 	streamedAnswers := newStreamedAnswers(limits)
-	exporter, cleanup8 := reports.NewExporter(db, logger, statsLimits)
-	exportSlots := reports.NewExportSlots(limits, configDatabase, streamedAnswers, logger)
+	exporter, cleanup8 := reports.NewExporter(db, logger, reportsLimits)
+	reportsExportOptions := exportOptions(limits, configDatabase)
+	exportSlots := reports.NewExportSlots(reportsExportOptions, streamedAnswers, logger)
 	exportHandler := reports.NewExportHandler(exporter, exportSlots, logger)
-	server, err := app.NewServer(configApp, limits, security, logger, db, checker, graphQLEndpoints, answercacheCache, streams, streamedAnswers, meterProvider, tracerProvider, exportHandler)
+	server, err := app.NewServer(options, appGraphQLLimits, logger, db, checker, graphQLEndpoints, answercacheCache, streams, streamedAnswers, meterProvider, tracerProvider, exportHandler)
 	if err != nil {
 		cleanup8()
 		cleanup7()

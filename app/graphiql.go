@@ -7,7 +7,7 @@ import (
 	"github.com/gofiber/fiber/v2/middleware/adaptor"
 
 	"github.com/emsanalytics/emsquery/platform/graphiql"
-	"github.com/emsanalytics/emsquery/platform/httpbridge"
+	"github.com/emsanalytics/emsquery/platform/requestbody"
 )
 
 // graphiQLAssets is where the GraphiQL page's scripts and styles are served, without a key.
@@ -36,7 +36,7 @@ func (s *Server) mountGraphiQLAssets() {
 // key; every other request goes to the endpoint's handlers (the key check, then the GraphQL
 // path: platform/gqlhttp).
 func (s *Server) mountGraphQL(path, keyHeader string, handlers []fiber.Handler) {
-	prefix := string(s.cfg.RootPath)
+	prefix := s.cfg.RootPath
 	page := adaptor.HTTPHandler(graphiql.Page{
 		Title:      "emsquery " + path,
 		Endpoint:   prefix + path,
@@ -46,7 +46,7 @@ func (s *Server) mountGraphQL(path, keyHeader string, handlers []fiber.Handler) 
 	s.fiber.Get(path, func(c *fiber.Ctx) error {
 		if wantsPage(c) {
 			// The net/http adaptor would read a body the page does not use, whole.
-			httpbridge.DropBody(c)
+			requestbody.DropBody(c)
 			return page(c)
 		}
 		return c.Next()

@@ -14,7 +14,6 @@ import (
 	"github.com/emsanalytics/emsquery/platform/answercache"
 	"github.com/emsanalytics/emsquery/platform/apierr"
 	"github.com/emsanalytics/emsquery/platform/auth"
-	"github.com/emsanalytics/emsquery/platform/config"
 	"github.com/emsanalytics/emsquery/platform/gqlexec"
 	"github.com/emsanalytics/emsquery/platform/gqlhttp"
 	"github.com/emsanalytics/emsquery/platform/gqllive"
@@ -29,15 +28,15 @@ type GraphQLEndpoints struct {
 
 // graphQLOptions are the engine options of the GraphQL endpoint at route; meter creates its
 // operation metrics (nil: none), tp its operation spans, cache keeps its answers (nil: none).
-func graphQLOptions(route string, limits config.Limits, cache *answercache.Cache, streams *gqllive.Streams, log *slog.Logger, meter metric.Meter, tp trace.TracerProvider) gqlhttp.Options {
-	timeout := limits.RequestTimeout.Duration()
+func graphQLOptions(route string, limits GraphQLLimits, cache *answercache.Cache, streams *gqllive.Streams, log *slog.Logger, meter metric.Meter, tp trace.TracerProvider) gqlhttp.Options {
+	timeout := limits.RequestTimeout
 	return gqlhttp.Options{
 		Options: gqlexec.Options{
 			Route:              route,
-			MaxQueryDepth:      int(limits.QueryDepth),
-			MaxQueryComplexity: int(limits.QueryComplexity),
-			MaxRootFields:      int(limits.MaxRootFields),
-			RequestParallelism: int(limits.RequestParallelism),
+			MaxQueryDepth:      limits.QueryDepth,
+			MaxQueryComplexity: limits.QueryComplexity,
+			MaxRootFields:      limits.MaxRootFields,
+			RequestParallelism: limits.RequestParallelism,
 			Log:                log,
 			Meter:              meter,
 			DurationBuckets:    durationBuckets,
@@ -66,14 +65,9 @@ func restRefusal(c *fiber.Ctx, r auth.Refusal) error {
 
 // NewStreams is the registry of the GraphQL endpoints' live answers (contract 6.11): at most
 // LIMITS__MAX_STREAMS, LIMITS__MAX_STREAMS_PER_KEY of a key without max_streams, a heartbeat
-// every APP__STREAM_HEARTBEAT, their questions and answers within CACHE__MAX_BYTES. The
-// cleanup completes them.
-func NewStreams(cfg config.App, limits config.Limits, cache config.Cache, mp metric.MeterProvider) (*gqllive.Streams, func(), error) {
-	return gqllive.NewStreams(gqllive.StreamsConfig{
-		Max:       int(limits.MaxStreams),
-		MaxPerKey: int(limits.MaxStreamsPerKey),
-		Heartbeat: cfg.StreamHeartbeat.Duration(),
-		MaxBytes:  int64(cache.MaxBytes),
-		Meter:     mp.Meter(meterName),
-	})
+// every APP__STREAM_HEARTBEAT, their questions and answers within CACHE__MAX_BYTES (c, the
+// settings); their metrics on mp. The cleanup completes them.
+func NewStreams(c gqllive.StreamsConfig, mp metric.MeterProvider) (*gqllive.Streams, func(), error) {
+	c.Meter = mp.Meter(meterName)
+	return gqllive.NewStreams(c)
 }

@@ -12,8 +12,8 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/emsanalytics/emsquery/platform/auth"
-	"github.com/emsanalytics/emsquery/platform/httpbridge"
-	"github.com/emsanalytics/emsquery/platform/metricattrs"
+	"github.com/emsanalytics/emsquery/platform/otel"
+	"github.com/emsanalytics/emsquery/platform/responsebody"
 )
 
 // meterName is the instrumentation scope of the HTTP instruments and of the GraphQL engines'
@@ -33,7 +33,7 @@ type serviceMetrics struct {
 	active   metric.Int64UpDownCounter
 
 	activeSets map[string][]metric.AddOption // by method, built up front
-	httpSets   *metricattrs.Cache[httpKey]
+	httpSets   *otel.AttrSets[httpKey]
 
 	routesOnce sync.Once
 	routes     map[routeKey]bool // the app's routes other than middleware
@@ -67,7 +67,7 @@ func newServiceMetrics(mp metric.MeterProvider, log *slog.Logger) *serviceMetric
 			attribute.String("url.scheme", "http"),
 		))}
 	}
-	m.httpSets = metricattrs.New(func(k httpKey) attribute.Set {
+	m.httpSets = otel.NewAttrSets(func(k httpKey) attribute.Set {
 		kv := make([]attribute.KeyValue, 0, 5)
 		kv = append(kv,
 			attribute.String("http.request.method", k.method),
@@ -111,7 +111,7 @@ func (m *serviceMetrics) handler(c *fiber.Ctx) error {
 	route := m.routeTemplate(c)
 	set := m.httpSets.Get(httpKey{method, route, auth.KeyName(c), status})
 	// A streamed answer is active, and lasts, until its last byte is sent.
-	httpbridge.AfterBody(c, func(int64, error) {
+	responsebody.AfterBody(c, func(int64, error) {
 		m.active.Add(ctx, -1, active...)
 		m.duration.Record(ctx, time.Since(start).Seconds(), set...)
 	})

@@ -13,29 +13,28 @@ import (
 	"github.com/emsanalytics/emsquery/modules/reports"
 	"github.com/emsanalytics/emsquery/platform/answercache"
 	"github.com/emsanalytics/emsquery/platform/auth"
-	"github.com/emsanalytics/emsquery/platform/config"
+	"github.com/emsanalytics/emsquery/platform/clientwatch"
 	"github.com/emsanalytics/emsquery/platform/database"
 	"github.com/emsanalytics/emsquery/platform/gqlhttp"
 	"github.com/emsanalytics/emsquery/platform/gqllive"
-	"github.com/emsanalytics/emsquery/platform/httpbridge"
 	"github.com/emsanalytics/emsquery/platform/keyslots"
 )
 
-func (s *Server) routes(limits config.Limits, security config.Security, db *database.DB, checker *auth.Checker, graphs GraphQLEndpoints, cache *answercache.Cache, streams *gqllive.Streams, streamed keyslots.StreamedAnswers, export reports.ExportHandler) {
+func (s *Server) routes(limits GraphQLLimits, db *database.DB, checker *auth.Checker, graphs GraphQLEndpoints, cache *answercache.Cache, streams *gqllive.Streams, streamed keyslots.StreamedAnswers, export reports.ExportHandler) {
 	f, cfg := s.fiber, s.cfg
 	// First the client's address, then the trace, so that everything after it (the access line
 	// too) has both.
 	f.Use(clientAddress(s.clients))
 	f.Use(s.traceRequests(s.tracer))
-	if rp := string(cfg.RootPath); rp != "" {
+	if rp := cfg.RootPath; rp != "" {
 		f.Use(stripRootPath(rp))
 	}
 	f.Use(s.metrics.handler)
 	f.Use(saneRequestID, requestid.New(requestid.Config{Generator: utils.UUIDv4}), requestContext, accessLog(s.log))
 	f.Use(recover.New(recover.Config{EnableStackTrace: true, StackTraceHandler: recovered(s.log)}))
-	if security.CORS.Enabled {
+	if cfg.CORSEnabled {
 		f.Use(cors.New(cors.Config{
-			AllowOrigins: strings.Join(security.CORS.AllowOrigins, ","),
+			AllowOrigins: strings.Join(cfg.CORSAllowOrigins, ","),
 			AllowMethods: "GET,POST,OPTIONS",
 			// A dashboard in the browser revalidates (If-None-Match, ETag), backs off when told
 			// (Retry-After), continues its own traces (traceparent) and shows what the cache did.
@@ -71,5 +70,5 @@ func (s *Server) routes(limits config.Limits, security config.Security, db *data
 
 	// The modules' REST routes: the key check, then the client watch (an export's own limit is
 	// LIMITS__EXPORT_TIMEOUT, which the module applies).
-	f.Get(reports.ExportPath, checker.Require(auth.ScopeExport, restRefusal), httpbridge.Watched(fiber.Handler(export)))
+	f.Get(reports.ExportPath, checker.Require(auth.ScopeExport, restRefusal), clientwatch.Watched(fiber.Handler(export)))
 }

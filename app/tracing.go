@@ -13,9 +13,9 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/emsanalytics/emsquery/platform/auth"
-	"github.com/emsanalytics/emsquery/platform/httpbridge"
+	"github.com/emsanalytics/emsquery/platform/otel"
 	"github.com/emsanalytics/emsquery/platform/requestctx"
-	"github.com/emsanalytics/emsquery/platform/tracing"
+	"github.com/emsanalytics/emsquery/platform/responsebody"
 )
 
 // tracerName is the instrumentation scope of the HTTP server spans.
@@ -40,7 +40,7 @@ const keyNameAttr = "api_key.name"
 func (s *Server) traceRequests(tp trace.TracerProvider) fiber.Handler {
 	tracer := tp.Tracer(tracerName)
 	return func(c *fiber.Ctx) error {
-		ctx := tracing.Propagator.Extract(c.UserContext(), headerCarrier{&c.Request().Header})
+		ctx := otel.Propagator.Extract(c.UserContext(), headerCarrier{&c.Request().Header})
 		method := normalizeMethod(c.Method())
 		ctx, span := tracer.Start(ctx, method, trace.WithSpanKind(trace.SpanKindServer))
 		c.SetUserContext(ctx)
@@ -70,7 +70,7 @@ func (s *Server) traceRequests(tp trace.TracerProvider) fiber.Handler {
 		}
 		span.SetAttributes(attrs...)
 		// The span ends with the answer's last byte (a streamed answer goes on after this).
-		httpbridge.AfterBody(c, func(_ int64, serr error) {
+		responsebody.AfterBody(c, func(_ int64, serr error) {
 			if serr != nil {
 				span.SetStatus(codes.Error, "the answer was cut: "+serr.Error())
 			}

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Imports point one way: root -> app -> modules -> platform (docs/architecture.md). Fails, naming
 # the package (or file) and the import, when a platform package imports a module or app, a
-# module imports app or a generated endpoint package, or a module imports another module
-# (reports may use stats).
+# module imports app or a generated endpoint package, or a module imports another module (any
+# module may use the records module: the record filter and the column catalog).
 # The GraphQL path is split by job: platform/gqlhttp (the HTTP endpoint), platform/gqlexec (the
 # execution: only it runs gqlgen's executor), platform/gqllive (live answers), platform/gqlfield
 # (what modules answer fields with). gqlexec imports neither Fiber nor fasthttp; gqlfield and the
@@ -11,6 +11,9 @@
 # gqlfield.List and write columns with platform/jsonscalar: they import neither the encoder's
 # internals (platform/gqljson) nor the rest of the GraphQL path, and a module's only file that
 # may import Fiber or fasthttp is its REST routes' (route.go).
+# Settings reach packages one way: the root translates config's sections into each package's
+# own options, so no package below the root (tests and systemtest included; bench/ and internal/
+# tooling may) imports platform/config.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mod=$(go list -m)
@@ -43,8 +46,8 @@ while read -r pkg imports; do
           platform/gqlexec|platform/gqlhttp|platform/gqllive) echo "$from imports $rel: modules answer fields with platform/gqlfield, and know no transport"; bad=1 ;;
           modules/*)
             own=$(echo "$from" | cut -d/ -f1-2); other=$(echo "$rel" | cut -d/ -f1-2)
-            if [ "$own" != "$other" ] && ! { [ "$own" = modules/reports ] && [ "$other" = modules/stats ]; }; then
-              echo "$from imports $rel: modules stand alone (only reports may use stats)"; bad=1
+            if [ "$own" != "$other" ] && [ "$other" != modules/records ]; then
+              echo "$from imports $rel: modules stand alone (any may use modules/records, no other module)"; bad=1
             fi ;;
         esac ;;
     esac
@@ -67,4 +70,13 @@ while read -r dir files; do
     fi
   done
 done < <(go list -f '{{.Dir}} {{join .GoFiles " "}}' ./modules/...)
+while read -r pkg imports; do
+  from=${pkg#"$mod"/}
+  [ "$from" = platform/config ] && continue
+  for imp in $imports; do
+    if [ "$imp" = "$mod/platform/config" ]; then
+      echo "$from imports platform/config: the root translates the settings into the package's own options"; bad=1
+    fi
+  done
+done < <(go list -f '{{.ImportPath}} {{join .Imports " "}} {{join .TestImports " "}} {{join .XTestImports " "}}' ./platform/... ./modules/... ./app/... ./systemtest/...)
 exit $bad

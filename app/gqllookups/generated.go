@@ -13,8 +13,8 @@ import (
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/introspection"
+	"github.com/emsanalytics/emsquery/modules/records"
 	"github.com/emsanalytics/emsquery/modules/reports"
-	"github.com/emsanalytics/emsquery/modules/stats"
 	gqlparser "github.com/vektah/gqlparser/v2"
 	"github.com/vektah/gqlparser/v2/ast"
 )
@@ -249,9 +249,9 @@ func sourceData(filename string) string {
 
 var sources = []*ast.Source{
 	{Name: "schema.graphqls", Input: sourceData("schema.graphqls"), BuiltIn: false},
-	{Name: "../../modules/stats/filter.graphqls", Input: `# Types shared by every endpoint that selects mission records with a date range and filters
-# (distinct_values, unique_counts, record_series and record_stats here; the reporting endpoints
-# include this file alone).
+	{Name: "../../modules/records/filter.graphqls", Input: `# Types shared by every endpoint that selects mission records with a date range and filters
+# (the stats module's distinct_values, unique_counts, record_series and record_stats, and the
+# reports module's main report): each endpoint includes this file.
 
 """
 A condition on one queryable column. The comparison operators take ` + "`" + `value` + "`" + `, a string (numbers
@@ -907,8 +907,8 @@ func (ec *executionContext) _QueryableColumn_operators(ctx context.Context, fiel
 			return obj.Operators, nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v []stats.FilterOperator) graphql.Marshaler {
-			return ec.marshalNFilterOperator2ᚕgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋstatsᚐFilterOperatorᚄ(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v []records.FilterOperator) graphql.Marshaler {
+			return ec.marshalNFilterOperator2ᚕgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋrecordsᚐFilterOperatorᚄ(ctx, selections, v)
 		},
 		true,
 		true,
@@ -2037,8 +2037,8 @@ func (ec *executionContext) fieldContext___Type_isOneOf(_ context.Context, field
 
 // region    **************************** input.gotpl *****************************
 
-func (ec *executionContext) unmarshalInputFilter(ctx context.Context, obj any) (stats.Filter, error) {
-	var it stats.Filter
+func (ec *executionContext) unmarshalInputFilter(ctx context.Context, obj any) (records.Filter, error) {
+	var it records.Filter
 	if obj == nil {
 		return it, nil
 	}
@@ -2064,7 +2064,7 @@ func (ec *executionContext) unmarshalInputFilter(ctx context.Context, obj any) (
 			it.Column = data
 		case "operator":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("operator"))
-			data, err := ec.unmarshalNFilterOperator2githubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋstatsᚐFilterOperator(ctx, v)
+			data, err := ec.unmarshalNFilterOperator2githubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋrecordsᚐFilterOperator(ctx, v)
 			if err != nil {
 				return it, err
 			}
@@ -2094,8 +2094,8 @@ func (ec *executionContext) unmarshalInputFilter(ctx context.Context, obj any) (
 //
 // ctx must come from a gqlgen request; outside one there is no unmarshaler to use
 // and the returned error says so.
-func UnmarshalFilter(ctx context.Context, raw any) (stats.Filter, error) {
-	var out stats.Filter
+func UnmarshalFilter(ctx context.Context, raw any) (records.Filter, error) {
+	var out records.Filter
 	err := graphql.UnmarshalNamedInputFromContext(ctx, "Filter", raw, &out)
 	return out, err
 }
@@ -2667,23 +2667,23 @@ func (ec *executionContext) marshalNColumnType2githubᚗcomᚋemsanalyticsᚋems
 	return v
 }
 
-func (ec *executionContext) unmarshalNFilterOperator2githubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋstatsᚐFilterOperator(ctx context.Context, v any) (stats.FilterOperator, error) {
-	var res stats.FilterOperator
+func (ec *executionContext) unmarshalNFilterOperator2githubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋrecordsᚐFilterOperator(ctx context.Context, v any) (records.FilterOperator, error) {
+	var res records.FilterOperator
 	err := res.UnmarshalGQL(v)
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
-func (ec *executionContext) marshalNFilterOperator2githubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋstatsᚐFilterOperator(ctx context.Context, sel ast.SelectionSet, v stats.FilterOperator) graphql.Marshaler {
+func (ec *executionContext) marshalNFilterOperator2githubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋrecordsᚐFilterOperator(ctx context.Context, sel ast.SelectionSet, v records.FilterOperator) graphql.Marshaler {
 	return v
 }
 
-func (ec *executionContext) unmarshalNFilterOperator2ᚕgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋstatsᚐFilterOperatorᚄ(ctx context.Context, v any) ([]stats.FilterOperator, error) {
+func (ec *executionContext) unmarshalNFilterOperator2ᚕgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋrecordsᚐFilterOperatorᚄ(ctx context.Context, v any) ([]records.FilterOperator, error) {
 	vSlice := graphql.CoerceList(v)
 	var err error
-	res := make([]stats.FilterOperator, len(vSlice))
+	res := make([]records.FilterOperator, len(vSlice))
 	for i := range vSlice {
 		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
-		res[i], err = ec.unmarshalNFilterOperator2githubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋstatsᚐFilterOperator(ctx, vSlice[i])
+		res[i], err = ec.unmarshalNFilterOperator2githubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋrecordsᚐFilterOperator(ctx, vSlice[i])
 		if err != nil {
 			return nil, err
 		}
@@ -2691,11 +2691,11 @@ func (ec *executionContext) unmarshalNFilterOperator2ᚕgithubᚗcomᚋemsanalyt
 	return res, nil
 }
 
-func (ec *executionContext) marshalNFilterOperator2ᚕgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋstatsᚐFilterOperatorᚄ(ctx context.Context, sel ast.SelectionSet, v []stats.FilterOperator) graphql.Marshaler {
+func (ec *executionContext) marshalNFilterOperator2ᚕgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋrecordsᚐFilterOperatorᚄ(ctx context.Context, sel ast.SelectionSet, v []records.FilterOperator) graphql.Marshaler {
 	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
 		fc := graphql.GetFieldContext(ctx)
 		fc.Result = &v[i]
-		return ec.marshalNFilterOperator2githubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋstatsᚐFilterOperator(ctx, sel, v[i])
+		return ec.marshalNFilterOperator2githubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋrecordsᚐFilterOperator(ctx, sel, v[i])
 	})
 
 	for _, e := range ret {

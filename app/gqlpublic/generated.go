@@ -14,6 +14,7 @@ import (
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/introspection"
 	"github.com/emsanalytics/emsquery/modules/patients"
+	"github.com/emsanalytics/emsquery/modules/records"
 	"github.com/emsanalytics/emsquery/modules/resources"
 	"github.com/emsanalytics/emsquery/modules/stats"
 	gqlparser "github.com/vektah/gqlparser/v2"
@@ -83,15 +84,15 @@ type ComplexityRoot struct {
 	}
 
 	Query struct {
-		DistinctValues   func(childComplexity int, columns []string, startDate string, endDate string, useOr *bool, filters []*stats.Filter) int
+		DistinctValues   func(childComplexity int, columns []string, startDate string, endDate string, useOr *bool, filters []*records.Filter) int
 		Oxygens          func(childComplexity int, distinctFields []string, limit *int, after *int) int
 		Patients         func(childComplexity int, limit *int, after *int) int
-		RecordSeries     func(childComplexity int, startDate string, endDate string, bucket stats.TimeBucket, groupBy *string, useOr *bool, filters []*stats.Filter) int
-		RecordStats      func(childComplexity int, startDate string, endDate string, measure string, groupBy []string, bucket *stats.TimeBucket, percentiles []float64, target *float64, useOr *bool, filters []*stats.Filter) int
+		RecordSeries     func(childComplexity int, startDate string, endDate string, bucket stats.TimeBucket, groupBy *string, useOr *bool, filters []*records.Filter) int
+		RecordStats      func(childComplexity int, startDate string, endDate string, measure string, groupBy []string, bucket *stats.TimeBucket, percentiles []float64, target *float64, useOr *bool, filters []*records.Filter) int
 		RecordsCount     func(childComplexity int, station *string) int
 		Resources        func(childComplexity int, limit *int, after *int) int
 		StationResources func(childComplexity int) int
-		UniqueCounts     func(childComplexity int, columns []string, startDate string, endDate string, useOr *bool, filters []*stats.Filter) int
+		UniqueCounts     func(childComplexity int, columns []string, startDate string, endDate string, useOr *bool, filters []*records.Filter) int
 	}
 
 	RecordsCount struct {
@@ -126,12 +127,12 @@ type ComplexityRoot struct {
 	}
 
 	Subscription struct {
-		DistinctValues   func(childComplexity int, columns []string, startDate string, endDate string, useOr *bool, filters []*stats.Filter) int
-		RecordSeries     func(childComplexity int, startDate string, endDate string, bucket stats.TimeBucket, groupBy *string, useOr *bool, filters []*stats.Filter) int
-		RecordStats      func(childComplexity int, startDate string, endDate string, measure string, groupBy []string, bucket *stats.TimeBucket, percentiles []float64, target *float64, useOr *bool, filters []*stats.Filter) int
+		DistinctValues   func(childComplexity int, columns []string, startDate string, endDate string, useOr *bool, filters []*records.Filter) int
+		RecordSeries     func(childComplexity int, startDate string, endDate string, bucket stats.TimeBucket, groupBy *string, useOr *bool, filters []*records.Filter) int
+		RecordStats      func(childComplexity int, startDate string, endDate string, measure string, groupBy []string, bucket *stats.TimeBucket, percentiles []float64, target *float64, useOr *bool, filters []*records.Filter) int
 		RecordsCount     func(childComplexity int, station *string) int
 		StationResources func(childComplexity int) int
-		UniqueCounts     func(childComplexity int, columns []string, startDate string, endDate string, useOr *bool, filters []*stats.Filter) int
+		UniqueCounts     func(childComplexity int, columns []string, startDate string, endDate string, useOr *bool, filters []*records.Filter) int
 	}
 
 	UniqueCount struct {
@@ -146,10 +147,10 @@ type ComplexityRoot struct {
 // region    ************************** generated!.gotpl **************************
 
 type QueryResolver interface {
-	RecordStats(ctx context.Context, startDate string, endDate string, measure string, groupBy []string, bucket *stats.TimeBucket, percentiles []float64, target *float64, useOr *bool, filters []*stats.Filter) ([]*stats.MeasureStats, error)
-	RecordSeries(ctx context.Context, startDate string, endDate string, bucket stats.TimeBucket, groupBy *string, useOr *bool, filters []*stats.Filter) ([]*stats.SeriesPoint, error)
-	DistinctValues(ctx context.Context, columns []string, startDate string, endDate string, useOr *bool, filters []*stats.Filter) ([]*stats.DistinctValue, error)
-	UniqueCounts(ctx context.Context, columns []string, startDate string, endDate string, useOr *bool, filters []*stats.Filter) ([]*stats.UniqueCount, error)
+	RecordStats(ctx context.Context, startDate string, endDate string, measure string, groupBy []string, bucket *stats.TimeBucket, percentiles []float64, target *float64, useOr *bool, filters []*records.Filter) ([]*stats.MeasureStats, error)
+	RecordSeries(ctx context.Context, startDate string, endDate string, bucket stats.TimeBucket, groupBy *string, useOr *bool, filters []*records.Filter) ([]*stats.SeriesPoint, error)
+	DistinctValues(ctx context.Context, columns []string, startDate string, endDate string, useOr *bool, filters []*records.Filter) ([]*stats.DistinctValue, error)
+	UniqueCounts(ctx context.Context, columns []string, startDate string, endDate string, useOr *bool, filters []*records.Filter) ([]*stats.UniqueCount, error)
 	RecordsCount(ctx context.Context, station *string) (*stats.RecordsCount, error)
 	Resources(ctx context.Context, limit *int, after *int) ([]*resources.Resource, error)
 	StationResources(ctx context.Context) ([]*resources.StationResources, error)
@@ -157,10 +158,10 @@ type QueryResolver interface {
 	Oxygens(ctx context.Context, distinctFields []string, limit *int, after *int) ([]*patients.Oxygen, error)
 }
 type SubscriptionResolver interface {
-	RecordStats(ctx context.Context, startDate string, endDate string, measure string, groupBy []string, bucket *stats.TimeBucket, percentiles []float64, target *float64, useOr *bool, filters []*stats.Filter) (<-chan []*stats.MeasureStats, error)
-	RecordSeries(ctx context.Context, startDate string, endDate string, bucket stats.TimeBucket, groupBy *string, useOr *bool, filters []*stats.Filter) (<-chan []*stats.SeriesPoint, error)
-	DistinctValues(ctx context.Context, columns []string, startDate string, endDate string, useOr *bool, filters []*stats.Filter) (<-chan []*stats.DistinctValue, error)
-	UniqueCounts(ctx context.Context, columns []string, startDate string, endDate string, useOr *bool, filters []*stats.Filter) (<-chan []*stats.UniqueCount, error)
+	RecordStats(ctx context.Context, startDate string, endDate string, measure string, groupBy []string, bucket *stats.TimeBucket, percentiles []float64, target *float64, useOr *bool, filters []*records.Filter) (<-chan []*stats.MeasureStats, error)
+	RecordSeries(ctx context.Context, startDate string, endDate string, bucket stats.TimeBucket, groupBy *string, useOr *bool, filters []*records.Filter) (<-chan []*stats.SeriesPoint, error)
+	DistinctValues(ctx context.Context, columns []string, startDate string, endDate string, useOr *bool, filters []*records.Filter) (<-chan []*stats.DistinctValue, error)
+	UniqueCounts(ctx context.Context, columns []string, startDate string, endDate string, useOr *bool, filters []*records.Filter) (<-chan []*stats.UniqueCount, error)
 	RecordsCount(ctx context.Context, station *string) (<-chan *stats.RecordsCount, error)
 	StationResources(ctx context.Context) (<-chan []*resources.StationResources, error)
 }
@@ -355,7 +356,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.Query.DistinctValues(childComplexity, args["columns"].([]string), args["start_date"].(string), args["end_date"].(string), args["use_or"].(*bool), args["filters"].([]*stats.Filter)), true
+		return e.ComplexityRoot.Query.DistinctValues(childComplexity, args["columns"].([]string), args["start_date"].(string), args["end_date"].(string), args["use_or"].(*bool), args["filters"].([]*records.Filter)), true
 
 	case "Query.oxygens":
 		if e.ComplexityRoot.Query.Oxygens == nil {
@@ -389,7 +390,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.Query.RecordSeries(childComplexity, args["start_date"].(string), args["end_date"].(string), args["bucket"].(stats.TimeBucket), args["group_by"].(*string), args["use_or"].(*bool), args["filters"].([]*stats.Filter)), true
+		return e.ComplexityRoot.Query.RecordSeries(childComplexity, args["start_date"].(string), args["end_date"].(string), args["bucket"].(stats.TimeBucket), args["group_by"].(*string), args["use_or"].(*bool), args["filters"].([]*records.Filter)), true
 	case "Query.record_stats":
 		if e.ComplexityRoot.Query.RecordStats == nil {
 			break
@@ -400,7 +401,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.Query.RecordStats(childComplexity, args["start_date"].(string), args["end_date"].(string), args["measure"].(string), args["group_by"].([]string), args["bucket"].(*stats.TimeBucket), args["percentiles"].([]float64), args["target"].(*float64), args["use_or"].(*bool), args["filters"].([]*stats.Filter)), true
+		return e.ComplexityRoot.Query.RecordStats(childComplexity, args["start_date"].(string), args["end_date"].(string), args["measure"].(string), args["group_by"].([]string), args["bucket"].(*stats.TimeBucket), args["percentiles"].([]float64), args["target"].(*float64), args["use_or"].(*bool), args["filters"].([]*records.Filter)), true
 	case "Query.records_count":
 		if e.ComplexityRoot.Query.RecordsCount == nil {
 			break
@@ -439,7 +440,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.Query.UniqueCounts(childComplexity, args["columns"].([]string), args["start_date"].(string), args["end_date"].(string), args["use_or"].(*bool), args["filters"].([]*stats.Filter)), true
+		return e.ComplexityRoot.Query.UniqueCounts(childComplexity, args["columns"].([]string), args["start_date"].(string), args["end_date"].(string), args["use_or"].(*bool), args["filters"].([]*records.Filter)), true
 
 	case "RecordsCount.count":
 		if e.ComplexityRoot.RecordsCount.Count == nil {
@@ -552,7 +553,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.Subscription.DistinctValues(childComplexity, args["columns"].([]string), args["start_date"].(string), args["end_date"].(string), args["use_or"].(*bool), args["filters"].([]*stats.Filter)), true
+		return e.ComplexityRoot.Subscription.DistinctValues(childComplexity, args["columns"].([]string), args["start_date"].(string), args["end_date"].(string), args["use_or"].(*bool), args["filters"].([]*records.Filter)), true
 	case "Subscription.record_series":
 		if e.ComplexityRoot.Subscription.RecordSeries == nil {
 			break
@@ -563,7 +564,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.Subscription.RecordSeries(childComplexity, args["start_date"].(string), args["end_date"].(string), args["bucket"].(stats.TimeBucket), args["group_by"].(*string), args["use_or"].(*bool), args["filters"].([]*stats.Filter)), true
+		return e.ComplexityRoot.Subscription.RecordSeries(childComplexity, args["start_date"].(string), args["end_date"].(string), args["bucket"].(stats.TimeBucket), args["group_by"].(*string), args["use_or"].(*bool), args["filters"].([]*records.Filter)), true
 	case "Subscription.record_stats":
 		if e.ComplexityRoot.Subscription.RecordStats == nil {
 			break
@@ -574,7 +575,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.Subscription.RecordStats(childComplexity, args["start_date"].(string), args["end_date"].(string), args["measure"].(string), args["group_by"].([]string), args["bucket"].(*stats.TimeBucket), args["percentiles"].([]float64), args["target"].(*float64), args["use_or"].(*bool), args["filters"].([]*stats.Filter)), true
+		return e.ComplexityRoot.Subscription.RecordStats(childComplexity, args["start_date"].(string), args["end_date"].(string), args["measure"].(string), args["group_by"].([]string), args["bucket"].(*stats.TimeBucket), args["percentiles"].([]float64), args["target"].(*float64), args["use_or"].(*bool), args["filters"].([]*records.Filter)), true
 	case "Subscription.records_count":
 		if e.ComplexityRoot.Subscription.RecordsCount == nil {
 			break
@@ -602,7 +603,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.Subscription.UniqueCounts(childComplexity, args["columns"].([]string), args["start_date"].(string), args["end_date"].(string), args["use_or"].(*bool), args["filters"].([]*stats.Filter)), true
+		return e.ComplexityRoot.Subscription.UniqueCounts(childComplexity, args["columns"].([]string), args["start_date"].(string), args["end_date"].(string), args["use_or"].(*bool), args["filters"].([]*records.Filter)), true
 
 	case "UniqueCount.column":
 		if e.ComplexityRoot.UniqueCount.Column == nil {
@@ -723,9 +724,9 @@ func sourceData(filename string) string {
 
 var sources = []*ast.Source{
 	{Name: "schema.graphqls", Input: sourceData("schema.graphqls"), BuiltIn: false},
-	{Name: "../../modules/stats/filter.graphqls", Input: `# Types shared by every endpoint that selects mission records with a date range and filters
-# (distinct_values, unique_counts, record_series and record_stats here; the reporting endpoints
-# include this file alone).
+	{Name: "../../modules/records/filter.graphqls", Input: `# Types shared by every endpoint that selects mission records with a date range and filters
+# (the stats module's distinct_values, unique_counts, record_series and record_stats, and the
+# reports module's main report): each endpoint includes this file.
 
 """
 A condition on one queryable column. The comparison operators take ` + "`" + `value` + "`" + `, a string (numbers
@@ -1529,8 +1530,8 @@ func (ec *executionContext) field_Query_distinct_values_args(ctx context.Context
 	}
 	args["use_or"] = arg3
 	arg4, err := graphql.ProcessArgField(ctx, rawArgs, "filters",
-		func(ctx context.Context, v any) ([]*stats.Filter, error) {
-			return ec.unmarshalOFilter2ᚕᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋstatsᚐFilterᚄ(ctx, v)
+		func(ctx context.Context, v any) ([]*records.Filter, error) {
+			return ec.unmarshalOFilter2ᚕᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋrecordsᚐFilterᚄ(ctx, v)
 		})
 	if err != nil {
 		return nil, err
@@ -1635,8 +1636,8 @@ func (ec *executionContext) field_Query_record_series_args(ctx context.Context, 
 	}
 	args["use_or"] = arg4
 	arg5, err := graphql.ProcessArgField(ctx, rawArgs, "filters",
-		func(ctx context.Context, v any) ([]*stats.Filter, error) {
-			return ec.unmarshalOFilter2ᚕᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋstatsᚐFilterᚄ(ctx, v)
+		func(ctx context.Context, v any) ([]*records.Filter, error) {
+			return ec.unmarshalOFilter2ᚕᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋrecordsᚐFilterᚄ(ctx, v)
 		})
 	if err != nil {
 		return nil, err
@@ -1713,8 +1714,8 @@ func (ec *executionContext) field_Query_record_stats_args(ctx context.Context, r
 	}
 	args["use_or"] = arg7
 	arg8, err := graphql.ProcessArgField(ctx, rawArgs, "filters",
-		func(ctx context.Context, v any) ([]*stats.Filter, error) {
-			return ec.unmarshalOFilter2ᚕᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋstatsᚐFilterᚄ(ctx, v)
+		func(ctx context.Context, v any) ([]*records.Filter, error) {
+			return ec.unmarshalOFilter2ᚕᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋrecordsᚐFilterᚄ(ctx, v)
 		})
 	if err != nil {
 		return nil, err
@@ -1795,8 +1796,8 @@ func (ec *executionContext) field_Query_unique_counts_args(ctx context.Context, 
 	}
 	args["use_or"] = arg3
 	arg4, err := graphql.ProcessArgField(ctx, rawArgs, "filters",
-		func(ctx context.Context, v any) ([]*stats.Filter, error) {
-			return ec.unmarshalOFilter2ᚕᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋstatsᚐFilterᚄ(ctx, v)
+		func(ctx context.Context, v any) ([]*records.Filter, error) {
+			return ec.unmarshalOFilter2ᚕᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋrecordsᚐFilterᚄ(ctx, v)
 		})
 	if err != nil {
 		return nil, err
@@ -1841,8 +1842,8 @@ func (ec *executionContext) field_Subscription_distinct_values_args(ctx context.
 	}
 	args["use_or"] = arg3
 	arg4, err := graphql.ProcessArgField(ctx, rawArgs, "filters",
-		func(ctx context.Context, v any) ([]*stats.Filter, error) {
-			return ec.unmarshalOFilter2ᚕᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋstatsᚐFilterᚄ(ctx, v)
+		func(ctx context.Context, v any) ([]*records.Filter, error) {
+			return ec.unmarshalOFilter2ᚕᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋrecordsᚐFilterᚄ(ctx, v)
 		})
 	if err != nil {
 		return nil, err
@@ -1895,8 +1896,8 @@ func (ec *executionContext) field_Subscription_record_series_args(ctx context.Co
 	}
 	args["use_or"] = arg4
 	arg5, err := graphql.ProcessArgField(ctx, rawArgs, "filters",
-		func(ctx context.Context, v any) ([]*stats.Filter, error) {
-			return ec.unmarshalOFilter2ᚕᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋstatsᚐFilterᚄ(ctx, v)
+		func(ctx context.Context, v any) ([]*records.Filter, error) {
+			return ec.unmarshalOFilter2ᚕᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋrecordsᚐFilterᚄ(ctx, v)
 		})
 	if err != nil {
 		return nil, err
@@ -1973,8 +1974,8 @@ func (ec *executionContext) field_Subscription_record_stats_args(ctx context.Con
 	}
 	args["use_or"] = arg7
 	arg8, err := graphql.ProcessArgField(ctx, rawArgs, "filters",
-		func(ctx context.Context, v any) ([]*stats.Filter, error) {
-			return ec.unmarshalOFilter2ᚕᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋstatsᚐFilterᚄ(ctx, v)
+		func(ctx context.Context, v any) ([]*records.Filter, error) {
+			return ec.unmarshalOFilter2ᚕᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋrecordsᚐFilterᚄ(ctx, v)
 		})
 	if err != nil {
 		return nil, err
@@ -2033,8 +2034,8 @@ func (ec *executionContext) field_Subscription_unique_counts_args(ctx context.Co
 	}
 	args["use_or"] = arg3
 	arg4, err := graphql.ProcessArgField(ctx, rawArgs, "filters",
-		func(ctx context.Context, v any) ([]*stats.Filter, error) {
-			return ec.unmarshalOFilter2ᚕᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋstatsᚐFilterᚄ(ctx, v)
+		func(ctx context.Context, v any) ([]*records.Filter, error) {
+			return ec.unmarshalOFilter2ᚕᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋrecordsᚐFilterᚄ(ctx, v)
 		})
 	if err != nil {
 		return nil, err
@@ -2743,7 +2744,7 @@ func (ec *executionContext) _Query_record_stats(ctx context.Context, field graph
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.Query().RecordStats(ctx, fc.Args["start_date"].(string), fc.Args["end_date"].(string), fc.Args["measure"].(string), fc.Args["group_by"].([]string), fc.Args["bucket"].(*stats.TimeBucket), fc.Args["percentiles"].([]float64), fc.Args["target"].(*float64), fc.Args["use_or"].(*bool), fc.Args["filters"].([]*stats.Filter))
+			return ec.Resolvers.Query().RecordStats(ctx, fc.Args["start_date"].(string), fc.Args["end_date"].(string), fc.Args["measure"].(string), fc.Args["group_by"].([]string), fc.Args["bucket"].(*stats.TimeBucket), fc.Args["percentiles"].([]float64), fc.Args["target"].(*float64), fc.Args["use_or"].(*bool), fc.Args["filters"].([]*records.Filter))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v []*stats.MeasureStats) graphql.Marshaler {
@@ -2787,7 +2788,7 @@ func (ec *executionContext) _Query_record_series(ctx context.Context, field grap
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.Query().RecordSeries(ctx, fc.Args["start_date"].(string), fc.Args["end_date"].(string), fc.Args["bucket"].(stats.TimeBucket), fc.Args["group_by"].(*string), fc.Args["use_or"].(*bool), fc.Args["filters"].([]*stats.Filter))
+			return ec.Resolvers.Query().RecordSeries(ctx, fc.Args["start_date"].(string), fc.Args["end_date"].(string), fc.Args["bucket"].(stats.TimeBucket), fc.Args["group_by"].(*string), fc.Args["use_or"].(*bool), fc.Args["filters"].([]*records.Filter))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v []*stats.SeriesPoint) graphql.Marshaler {
@@ -2831,7 +2832,7 @@ func (ec *executionContext) _Query_distinct_values(ctx context.Context, field gr
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.Query().DistinctValues(ctx, fc.Args["columns"].([]string), fc.Args["start_date"].(string), fc.Args["end_date"].(string), fc.Args["use_or"].(*bool), fc.Args["filters"].([]*stats.Filter))
+			return ec.Resolvers.Query().DistinctValues(ctx, fc.Args["columns"].([]string), fc.Args["start_date"].(string), fc.Args["end_date"].(string), fc.Args["use_or"].(*bool), fc.Args["filters"].([]*records.Filter))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v []*stats.DistinctValue) graphql.Marshaler {
@@ -2875,7 +2876,7 @@ func (ec *executionContext) _Query_unique_counts(ctx context.Context, field grap
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.Query().UniqueCounts(ctx, fc.Args["columns"].([]string), fc.Args["start_date"].(string), fc.Args["end_date"].(string), fc.Args["use_or"].(*bool), fc.Args["filters"].([]*stats.Filter))
+			return ec.Resolvers.Query().UniqueCounts(ctx, fc.Args["columns"].([]string), fc.Args["start_date"].(string), fc.Args["end_date"].(string), fc.Args["use_or"].(*bool), fc.Args["filters"].([]*records.Filter))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v []*stats.UniqueCount) graphql.Marshaler {
@@ -3580,7 +3581,7 @@ func (ec *executionContext) _Subscription_record_stats(ctx context.Context, fiel
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.Subscription().RecordStats(ctx, fc.Args["start_date"].(string), fc.Args["end_date"].(string), fc.Args["measure"].(string), fc.Args["group_by"].([]string), fc.Args["bucket"].(*stats.TimeBucket), fc.Args["percentiles"].([]float64), fc.Args["target"].(*float64), fc.Args["use_or"].(*bool), fc.Args["filters"].([]*stats.Filter))
+			return ec.Resolvers.Subscription().RecordStats(ctx, fc.Args["start_date"].(string), fc.Args["end_date"].(string), fc.Args["measure"].(string), fc.Args["group_by"].([]string), fc.Args["bucket"].(*stats.TimeBucket), fc.Args["percentiles"].([]float64), fc.Args["target"].(*float64), fc.Args["use_or"].(*bool), fc.Args["filters"].([]*records.Filter))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v []*stats.MeasureStats) graphql.Marshaler {
@@ -3624,7 +3625,7 @@ func (ec *executionContext) _Subscription_record_series(ctx context.Context, fie
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.Subscription().RecordSeries(ctx, fc.Args["start_date"].(string), fc.Args["end_date"].(string), fc.Args["bucket"].(stats.TimeBucket), fc.Args["group_by"].(*string), fc.Args["use_or"].(*bool), fc.Args["filters"].([]*stats.Filter))
+			return ec.Resolvers.Subscription().RecordSeries(ctx, fc.Args["start_date"].(string), fc.Args["end_date"].(string), fc.Args["bucket"].(stats.TimeBucket), fc.Args["group_by"].(*string), fc.Args["use_or"].(*bool), fc.Args["filters"].([]*records.Filter))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v []*stats.SeriesPoint) graphql.Marshaler {
@@ -3668,7 +3669,7 @@ func (ec *executionContext) _Subscription_distinct_values(ctx context.Context, f
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.Subscription().DistinctValues(ctx, fc.Args["columns"].([]string), fc.Args["start_date"].(string), fc.Args["end_date"].(string), fc.Args["use_or"].(*bool), fc.Args["filters"].([]*stats.Filter))
+			return ec.Resolvers.Subscription().DistinctValues(ctx, fc.Args["columns"].([]string), fc.Args["start_date"].(string), fc.Args["end_date"].(string), fc.Args["use_or"].(*bool), fc.Args["filters"].([]*records.Filter))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v []*stats.DistinctValue) graphql.Marshaler {
@@ -3712,7 +3713,7 @@ func (ec *executionContext) _Subscription_unique_counts(ctx context.Context, fie
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.Subscription().UniqueCounts(ctx, fc.Args["columns"].([]string), fc.Args["start_date"].(string), fc.Args["end_date"].(string), fc.Args["use_or"].(*bool), fc.Args["filters"].([]*stats.Filter))
+			return ec.Resolvers.Subscription().UniqueCounts(ctx, fc.Args["columns"].([]string), fc.Args["start_date"].(string), fc.Args["end_date"].(string), fc.Args["use_or"].(*bool), fc.Args["filters"].([]*records.Filter))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v []*stats.UniqueCount) graphql.Marshaler {
@@ -4964,8 +4965,8 @@ func (ec *executionContext) fieldContext___Type_isOneOf(_ context.Context, field
 
 // region    **************************** input.gotpl *****************************
 
-func (ec *executionContext) unmarshalInputFilter(ctx context.Context, obj any) (stats.Filter, error) {
-	var it stats.Filter
+func (ec *executionContext) unmarshalInputFilter(ctx context.Context, obj any) (records.Filter, error) {
+	var it records.Filter
 	if obj == nil {
 		return it, nil
 	}
@@ -4991,7 +4992,7 @@ func (ec *executionContext) unmarshalInputFilter(ctx context.Context, obj any) (
 			it.Column = data
 		case "operator":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("operator"))
-			data, err := ec.unmarshalNFilterOperator2githubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋstatsᚐFilterOperator(ctx, v)
+			data, err := ec.unmarshalNFilterOperator2githubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋrecordsᚐFilterOperator(ctx, v)
 			if err != nil {
 				return it, err
 			}
@@ -5021,8 +5022,8 @@ func (ec *executionContext) unmarshalInputFilter(ctx context.Context, obj any) (
 //
 // ctx must come from a gqlgen request; outside one there is no unmarshaler to use
 // and the returned error says so.
-func UnmarshalFilter(ctx context.Context, raw any) (stats.Filter, error) {
-	var out stats.Filter
+func UnmarshalFilter(ctx context.Context, raw any) (records.Filter, error) {
+	var out records.Filter
 	err := graphql.UnmarshalNamedInputFromContext(ctx, "Filter", raw, &out)
 	return out, err
 }
@@ -6114,18 +6115,18 @@ func (ec *executionContext) marshalNDistinctValue2ᚖgithubᚗcomᚋemsanalytics
 	return ec._DistinctValue(ctx, sel, v)
 }
 
-func (ec *executionContext) unmarshalNFilter2ᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋstatsᚐFilter(ctx context.Context, v any) (*stats.Filter, error) {
+func (ec *executionContext) unmarshalNFilter2ᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋrecordsᚐFilter(ctx context.Context, v any) (*records.Filter, error) {
 	res, err := ec.unmarshalInputFilter(ctx, v)
 	return &res, graphql.ErrorOnPath(ctx, err)
 }
 
-func (ec *executionContext) unmarshalNFilterOperator2githubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋstatsᚐFilterOperator(ctx context.Context, v any) (stats.FilterOperator, error) {
-	var res stats.FilterOperator
+func (ec *executionContext) unmarshalNFilterOperator2githubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋrecordsᚐFilterOperator(ctx context.Context, v any) (records.FilterOperator, error) {
+	var res records.FilterOperator
 	err := res.UnmarshalGQL(v)
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
-func (ec *executionContext) marshalNFilterOperator2githubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋstatsᚐFilterOperator(ctx context.Context, sel ast.SelectionSet, v stats.FilterOperator) graphql.Marshaler {
+func (ec *executionContext) marshalNFilterOperator2githubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋrecordsᚐFilterOperator(ctx context.Context, sel ast.SelectionSet, v records.FilterOperator) graphql.Marshaler {
 	return v
 }
 
@@ -6635,16 +6636,16 @@ func (ec *executionContext) marshalODistinctValue2ᚕᚖgithubᚗcomᚋemsanalyt
 	return ret
 }
 
-func (ec *executionContext) unmarshalOFilter2ᚕᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋstatsᚐFilterᚄ(ctx context.Context, v any) ([]*stats.Filter, error) {
+func (ec *executionContext) unmarshalOFilter2ᚕᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋrecordsᚐFilterᚄ(ctx context.Context, v any) ([]*records.Filter, error) {
 	if v == nil {
 		return nil, nil
 	}
 	vSlice := graphql.CoerceList(v)
 	var err error
-	res := make([]*stats.Filter, len(vSlice))
+	res := make([]*records.Filter, len(vSlice))
 	for i := range vSlice {
 		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
-		res[i], err = ec.unmarshalNFilter2ᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋstatsᚐFilter(ctx, vSlice[i])
+		res[i], err = ec.unmarshalNFilter2ᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋrecordsᚐFilter(ctx, vSlice[i])
 		if err != nil {
 			return nil, err
 		}

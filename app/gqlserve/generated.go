@@ -13,8 +13,8 @@ import (
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/introspection"
+	"github.com/emsanalytics/emsquery/modules/records"
 	"github.com/emsanalytics/emsquery/modules/reports"
-	"github.com/emsanalytics/emsquery/modules/stats"
 	gqlparser "github.com/vektah/gqlparser/v2"
 	"github.com/vektah/gqlparser/v2/ast"
 )
@@ -73,12 +73,12 @@ type ComplexityRoot struct {
 	}
 
 	Query struct {
-		MainReport        func(childComplexity int, startDate string, endDate string, filters []*stats.Filter, useOr *bool, limit *int, offset *int) int
-		MainReportSummary func(childComplexity int, startDate string, endDate string, filters []*stats.Filter, useOr *bool) int
+		MainReport        func(childComplexity int, startDate string, endDate string, filters []*records.Filter, useOr *bool, limit *int, offset *int) int
+		MainReportSummary func(childComplexity int, startDate string, endDate string, filters []*records.Filter, useOr *bool) int
 	}
 
 	Subscription struct {
-		MainReportSummary func(childComplexity int, startDate string, endDate string, filters []*stats.Filter, useOr *bool) int
+		MainReportSummary func(childComplexity int, startDate string, endDate string, filters []*records.Filter, useOr *bool) int
 	}
 
 	ValueCount struct {
@@ -92,11 +92,11 @@ type ComplexityRoot struct {
 // region    ************************** generated!.gotpl **************************
 
 type QueryResolver interface {
-	MainReport(ctx context.Context, startDate string, endDate string, filters []*stats.Filter, useOr *bool, limit *int, offset *int) (*reports.MainReport, error)
-	MainReportSummary(ctx context.Context, startDate string, endDate string, filters []*stats.Filter, useOr *bool) (*reports.MainReportSummary, error)
+	MainReport(ctx context.Context, startDate string, endDate string, filters []*records.Filter, useOr *bool, limit *int, offset *int) (*reports.MainReport, error)
+	MainReportSummary(ctx context.Context, startDate string, endDate string, filters []*records.Filter, useOr *bool) (*reports.MainReportSummary, error)
 }
 type SubscriptionResolver interface {
-	MainReportSummary(ctx context.Context, startDate string, endDate string, filters []*stats.Filter, useOr *bool) (<-chan *reports.MainReportSummary, error)
+	MainReportSummary(ctx context.Context, startDate string, endDate string, filters []*records.Filter, useOr *bool) (<-chan *reports.MainReportSummary, error)
 }
 
 // endregion ************************** generated!.gotpl **************************
@@ -286,7 +286,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.Query.MainReport(childComplexity, args["start_date"].(string), args["end_date"].(string), args["filters"].([]*stats.Filter), args["use_or"].(*bool), args["limit"].(*int), args["offset"].(*int)), true
+		return e.ComplexityRoot.Query.MainReport(childComplexity, args["start_date"].(string), args["end_date"].(string), args["filters"].([]*records.Filter), args["use_or"].(*bool), args["limit"].(*int), args["offset"].(*int)), true
 	case "Query.main_report_summary":
 		if e.ComplexityRoot.Query.MainReportSummary == nil {
 			break
@@ -297,7 +297,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.Query.MainReportSummary(childComplexity, args["start_date"].(string), args["end_date"].(string), args["filters"].([]*stats.Filter), args["use_or"].(*bool)), true
+		return e.ComplexityRoot.Query.MainReportSummary(childComplexity, args["start_date"].(string), args["end_date"].(string), args["filters"].([]*records.Filter), args["use_or"].(*bool)), true
 
 	case "Subscription.main_report_summary":
 		if e.ComplexityRoot.Subscription.MainReportSummary == nil {
@@ -309,7 +309,7 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 			return 0, false
 		}
 
-		return e.ComplexityRoot.Subscription.MainReportSummary(childComplexity, args["start_date"].(string), args["end_date"].(string), args["filters"].([]*stats.Filter), args["use_or"].(*bool)), true
+		return e.ComplexityRoot.Subscription.MainReportSummary(childComplexity, args["start_date"].(string), args["end_date"].(string), args["filters"].([]*records.Filter), args["use_or"].(*bool)), true
 
 	case "ValueCount.count":
 		if e.ComplexityRoot.ValueCount.Count == nil {
@@ -424,9 +424,9 @@ func sourceData(filename string) string {
 
 var sources = []*ast.Source{
 	{Name: "schema.graphqls", Input: sourceData("schema.graphqls"), BuiltIn: false},
-	{Name: "../../modules/stats/filter.graphqls", Input: `# Types shared by every endpoint that selects mission records with a date range and filters
-# (distinct_values, unique_counts, record_series and record_stats here; the reporting endpoints
-# include this file alone).
+	{Name: "../../modules/records/filter.graphqls", Input: `# Types shared by every endpoint that selects mission records with a date range and filters
+# (the stats module's distinct_values, unique_counts, record_series and record_stats, and the
+# reports module's main report): each endpoint includes this file.
 
 """
 A condition on one queryable column. The comparison operators take ` + "`" + `value` + "`" + `, a string (numbers
@@ -852,8 +852,8 @@ func (ec *executionContext) field_Query_main_report_args(ctx context.Context, ra
 	}
 	args["end_date"] = arg1
 	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "filters",
-		func(ctx context.Context, v any) ([]*stats.Filter, error) {
-			return ec.unmarshalOFilter2ᚕᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋstatsᚐFilterᚄ(ctx, v)
+		func(ctx context.Context, v any) ([]*records.Filter, error) {
+			return ec.unmarshalOFilter2ᚕᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋrecordsᚐFilterᚄ(ctx, v)
 		})
 	if err != nil {
 		return nil, err
@@ -906,8 +906,8 @@ func (ec *executionContext) field_Query_main_report_summary_args(ctx context.Con
 	}
 	args["end_date"] = arg1
 	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "filters",
-		func(ctx context.Context, v any) ([]*stats.Filter, error) {
-			return ec.unmarshalOFilter2ᚕᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋstatsᚐFilterᚄ(ctx, v)
+		func(ctx context.Context, v any) ([]*records.Filter, error) {
+			return ec.unmarshalOFilter2ᚕᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋrecordsᚐFilterᚄ(ctx, v)
 		})
 	if err != nil {
 		return nil, err
@@ -944,8 +944,8 @@ func (ec *executionContext) field_Subscription_main_report_summary_args(ctx cont
 	}
 	args["end_date"] = arg1
 	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "filters",
-		func(ctx context.Context, v any) ([]*stats.Filter, error) {
-			return ec.unmarshalOFilter2ᚕᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋstatsᚐFilterᚄ(ctx, v)
+		func(ctx context.Context, v any) ([]*records.Filter, error) {
+			return ec.unmarshalOFilter2ᚕᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋrecordsᚐFilterᚄ(ctx, v)
 		})
 	if err != nil {
 		return nil, err
@@ -1671,7 +1671,7 @@ func (ec *executionContext) _Query_main_report(ctx context.Context, field graphq
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.Query().MainReport(ctx, fc.Args["start_date"].(string), fc.Args["end_date"].(string), fc.Args["filters"].([]*stats.Filter), fc.Args["use_or"].(*bool), fc.Args["limit"].(*int), fc.Args["offset"].(*int))
+			return ec.Resolvers.Query().MainReport(ctx, fc.Args["start_date"].(string), fc.Args["end_date"].(string), fc.Args["filters"].([]*records.Filter), fc.Args["use_or"].(*bool), fc.Args["limit"].(*int), fc.Args["offset"].(*int))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *reports.MainReport) graphql.Marshaler {
@@ -1715,7 +1715,7 @@ func (ec *executionContext) _Query_main_report_summary(ctx context.Context, fiel
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.Query().MainReportSummary(ctx, fc.Args["start_date"].(string), fc.Args["end_date"].(string), fc.Args["filters"].([]*stats.Filter), fc.Args["use_or"].(*bool))
+			return ec.Resolvers.Query().MainReportSummary(ctx, fc.Args["start_date"].(string), fc.Args["end_date"].(string), fc.Args["filters"].([]*records.Filter), fc.Args["use_or"].(*bool))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *reports.MainReportSummary) graphql.Marshaler {
@@ -1835,7 +1835,7 @@ func (ec *executionContext) _Subscription_main_report_summary(ctx context.Contex
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return ec.Resolvers.Subscription().MainReportSummary(ctx, fc.Args["start_date"].(string), fc.Args["end_date"].(string), fc.Args["filters"].([]*stats.Filter), fc.Args["use_or"].(*bool))
+			return ec.Resolvers.Subscription().MainReportSummary(ctx, fc.Args["start_date"].(string), fc.Args["end_date"].(string), fc.Args["filters"].([]*records.Filter), fc.Args["use_or"].(*bool))
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v *reports.MainReportSummary) graphql.Marshaler {
@@ -2988,8 +2988,8 @@ func (ec *executionContext) fieldContext___Type_isOneOf(_ context.Context, field
 
 // region    **************************** input.gotpl *****************************
 
-func (ec *executionContext) unmarshalInputFilter(ctx context.Context, obj any) (stats.Filter, error) {
-	var it stats.Filter
+func (ec *executionContext) unmarshalInputFilter(ctx context.Context, obj any) (records.Filter, error) {
+	var it records.Filter
 	if obj == nil {
 		return it, nil
 	}
@@ -3015,7 +3015,7 @@ func (ec *executionContext) unmarshalInputFilter(ctx context.Context, obj any) (
 			it.Column = data
 		case "operator":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("operator"))
-			data, err := ec.unmarshalNFilterOperator2githubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋstatsᚐFilterOperator(ctx, v)
+			data, err := ec.unmarshalNFilterOperator2githubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋrecordsᚐFilterOperator(ctx, v)
 			if err != nil {
 				return it, err
 			}
@@ -3045,8 +3045,8 @@ func (ec *executionContext) unmarshalInputFilter(ctx context.Context, obj any) (
 //
 // ctx must come from a gqlgen request; outside one there is no unmarshaler to use
 // and the returned error says so.
-func UnmarshalFilter(ctx context.Context, raw any) (stats.Filter, error) {
-	var out stats.Filter
+func UnmarshalFilter(ctx context.Context, raw any) (records.Filter, error) {
+	var out records.Filter
 	err := graphql.UnmarshalNamedInputFromContext(ctx, "Filter", raw, &out)
 	return out, err
 }
@@ -3769,18 +3769,18 @@ func (ec *executionContext) marshalNBoolean2bool(ctx context.Context, sel ast.Se
 	return res
 }
 
-func (ec *executionContext) unmarshalNFilter2ᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋstatsᚐFilter(ctx context.Context, v any) (*stats.Filter, error) {
+func (ec *executionContext) unmarshalNFilter2ᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋrecordsᚐFilter(ctx context.Context, v any) (*records.Filter, error) {
 	res, err := ec.unmarshalInputFilter(ctx, v)
 	return &res, graphql.ErrorOnPath(ctx, err)
 }
 
-func (ec *executionContext) unmarshalNFilterOperator2githubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋstatsᚐFilterOperator(ctx context.Context, v any) (stats.FilterOperator, error) {
-	var res stats.FilterOperator
+func (ec *executionContext) unmarshalNFilterOperator2githubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋrecordsᚐFilterOperator(ctx context.Context, v any) (records.FilterOperator, error) {
+	var res records.FilterOperator
 	err := res.UnmarshalGQL(v)
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
-func (ec *executionContext) marshalNFilterOperator2githubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋstatsᚐFilterOperator(ctx context.Context, sel ast.SelectionSet, v stats.FilterOperator) graphql.Marshaler {
+func (ec *executionContext) marshalNFilterOperator2githubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋrecordsᚐFilterOperator(ctx context.Context, sel ast.SelectionSet, v records.FilterOperator) graphql.Marshaler {
 	return v
 }
 
@@ -4069,16 +4069,16 @@ func (ec *executionContext) marshalOBoolean2ᚖbool(ctx context.Context, sel ast
 	return res
 }
 
-func (ec *executionContext) unmarshalOFilter2ᚕᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋstatsᚐFilterᚄ(ctx context.Context, v any) ([]*stats.Filter, error) {
+func (ec *executionContext) unmarshalOFilter2ᚕᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋrecordsᚐFilterᚄ(ctx context.Context, v any) ([]*records.Filter, error) {
 	if v == nil {
 		return nil, nil
 	}
 	vSlice := graphql.CoerceList(v)
 	var err error
-	res := make([]*stats.Filter, len(vSlice))
+	res := make([]*records.Filter, len(vSlice))
 	for i := range vSlice {
 		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
-		res[i], err = ec.unmarshalNFilter2ᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋstatsᚐFilter(ctx, vSlice[i])
+		res[i], err = ec.unmarshalNFilter2ᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋrecordsᚐFilter(ctx, vSlice[i])
 		if err != nil {
 			return nil, err
 		}

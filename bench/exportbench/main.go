@@ -50,8 +50,8 @@ import (
 	"github.com/emsanalytics/emsquery/internal/launcher"
 	"github.com/emsanalytics/emsquery/internal/pgtest"
 	"github.com/emsanalytics/emsquery/internal/procstat"
+	"github.com/emsanalytics/emsquery/modules/records"
 	"github.com/emsanalytics/emsquery/modules/reports"
-	"github.com/emsanalytics/emsquery/modules/stats"
 )
 
 func main() {
@@ -92,7 +92,7 @@ func run() error {
 	}
 	defer cleanup()
 
-	a := reports.Args{Records: stats.RecordFilter{StartDate: o.start, EndDate: o.end}, Page: reports.Page{Limit: reports.All}}
+	a := reports.Args{Records: records.RecordFilter{StartDate: o.start, EndDate: o.end}, Page: reports.Page{Limit: reports.All}}
 	query, err := reports.ExportQuery(a)
 	if err != nil {
 		return err

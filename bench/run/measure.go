@@ -14,7 +14,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/emsanalytics/emsquery/internal/procstat"
-	"github.com/emsanalytics/emsquery/platform/config"
 	"github.com/emsanalytics/emsquery/platform/database"
 )
 
@@ -192,11 +191,11 @@ func (c *byteCount) Write(p []byte) (int, error) {
 func capturedPool(ctx context.Context, db dbTarget, conns int) (*pgxpool.Pool, error) {
 	// The shipped defaults of the settings that reach the pool's configuration (a zero
 	// POOL_RECYCLE would make every connection expire at once).
-	pc, err := database.PoolConfig(config.Database{
-		Hosts: config.Hosts{db.Host}, Ports: config.Ports{config.Port(db.Port)}, Name: db.Name, Username: db.User,
-		Password: config.Secret(db.Password), Schema: "public", Encrypt: false,
-		PoolSize: 10, MaxOverflow: 20, PoolTimeout: config.Seconds(30 * time.Second), PoolRecycle: config.Seconds(1800 * time.Second),
-	}, config.Limits{StatementTimeout: config.Seconds(30 * time.Second)})
+	pc, err := database.PoolConfig(database.Options{
+		Hosts: []string{db.Host}, Ports: []int{db.Port}, Name: db.Name, Username: db.User,
+		Password: db.Password, Schema: "public", Encrypt: false,
+		PoolSize: 10, MaxOverflow: 20, PoolTimeout: 30 * time.Second, PoolRecycle: 1800 * time.Second,
+	}, database.Timeouts{StatementTimeout: 30 * time.Second})
 	if err != nil {
 		return nil, err
 	}

@@ -17,7 +17,6 @@ import (
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/emsanalytics/emsquery/internal/servicetest"
-	"github.com/emsanalytics/emsquery/platform/config"
 	"github.com/emsanalytics/emsquery/platform/database"
 )
 
@@ -25,11 +24,11 @@ import (
 // most), closed at the end of the test.
 func Open(t testing.TB, fixture servicetest.DB) *database.DB {
 	t.Helper()
-	db, cleanup, err := database.Open(config.Database{
-		Hosts: config.Hosts{fixture.Host}, Ports: config.Ports{config.Port(fixture.Port)}, Name: fixture.Name, Username: fixture.User,
-		Password: config.Secret(fixture.Password), Schema: "public", PoolSize: 1, MaxOverflow: 1,
-		PoolTimeout: config.Seconds(30 * time.Second), PoolRecycle: config.Seconds(time.Hour),
-	}, config.Limits{StatementTimeout: config.Seconds(30 * time.Second), ExportTimeout: config.Seconds(time.Minute)},
+	db, cleanup, err := database.Open(database.Options{
+		Hosts: []string{fixture.Host}, Ports: []int{fixture.Port}, Name: fixture.Name, Username: fixture.User,
+		Password: fixture.Password, Schema: "public", PoolSize: 1, MaxOverflow: 1,
+		PoolTimeout: 30 * time.Second, PoolRecycle: time.Hour,
+	}, database.Timeouts{StatementTimeout: 30 * time.Second, ExportTimeout: time.Minute},
 		slog.New(slog.NewTextHandler(io.Discard, nil)), noop.NewMeterProvider(), tracenoop.NewTracerProvider())
 	if err != nil {
 		t.Fatal(err)

@@ -27,6 +27,7 @@ import (
 	"github.com/emsanalytics/emsquery/app/gqlpublic"
 	"github.com/emsanalytics/emsquery/app/gqlserve"
 	"github.com/emsanalytics/emsquery/modules/patients"
+	"github.com/emsanalytics/emsquery/modules/records"
 	"github.com/emsanalytics/emsquery/modules/reports"
 	"github.com/emsanalytics/emsquery/modules/resources"
 	"github.com/emsanalytics/emsquery/modules/stats"
@@ -73,7 +74,7 @@ func (f *FakePublic) Query() gqlpublic.QueryResolver { return f }
 // Subscription: these tests ask queries only.
 func (f *FakePublic) Subscription() gqlpublic.SubscriptionResolver { return nil }
 
-func (f *FakePublic) DistinctValues(context.Context, []string, string, string, *bool, []*stats.Filter) ([]*stats.DistinctValue, error) {
+func (f *FakePublic) DistinctValues(context.Context, []string, string, string, *bool, []*records.Filter) ([]*stats.DistinctValue, error) {
 	var out []*stats.DistinctValue
 	for i, s := range OddTexts {
 		v := &stats.DistinctValue{Column: fmt.Sprint("c", i%3), Value: Ptr(s)}
@@ -85,7 +86,7 @@ func (f *FakePublic) DistinctValues(context.Context, []string, string, string, *
 	return out, nil
 }
 
-func (f *FakePublic) UniqueCounts(context.Context, []string, string, string, *bool, []*stats.Filter) ([]*stats.UniqueCount, error) {
+func (f *FakePublic) UniqueCounts(context.Context, []string, string, string, *bool, []*records.Filter) ([]*stats.UniqueCount, error) {
 	out := []*stats.UniqueCount{}
 	for i, s := range OddTexts {
 		out = append(out, &stats.UniqueCount{Column: s, Count: int64(i) * 1e12, Value: Ptr(s)})
@@ -100,7 +101,7 @@ func (f *FakePublic) RecordsCount(_ context.Context, station *string) (*stats.Re
 	return &stats.RecordsCount{Count: math.MaxInt64}, nil
 }
 
-func (f *FakePublic) RecordSeries(context.Context, string, string, stats.TimeBucket, *string, *bool, []*stats.Filter) ([]*stats.SeriesPoint, error) {
+func (f *FakePublic) RecordSeries(context.Context, string, string, stats.TimeBucket, *string, *bool, []*records.Filter) ([]*stats.SeriesPoint, error) {
 	out := []*stats.SeriesPoint{}
 	for i, s := range OddTexts {
 		p := &stats.SeriesPoint{Bucket: fmt.Sprintf("2024-%02d", i%12+1), Count: int64(i) * 1e11}
@@ -112,7 +113,7 @@ func (f *FakePublic) RecordSeries(context.Context, string, string, stats.TimeBuc
 	return out, f.Err
 }
 
-func (f *FakePublic) RecordStats(context.Context, string, string, string, []string, *stats.TimeBucket, []float64, *float64, *bool, []*stats.Filter) ([]*stats.MeasureStats, error) {
+func (f *FakePublic) RecordStats(context.Context, string, string, string, []string, *stats.TimeBucket, []float64, *float64, *bool, []*records.Filter) ([]*stats.MeasureStats, error) {
 	out := []*stats.MeasureStats{}
 	for i, s := range OddTexts {
 		m := &stats.MeasureStats{Count: int64(i), Measured: int64(i / 2), Group: []stats.GroupValue{{Column: "station", Value: Ptr(s)}, {Column: "age"}},
@@ -185,10 +186,10 @@ func (f *FakeServe) Query() gqlserve.QueryResolver { return f }
 
 // Subscription: these tests ask queries only.
 func (f *FakeServe) Subscription() gqlserve.SubscriptionResolver { return nil }
-func (f *FakeServe) MainReport(context.Context, string, string, []*stats.Filter, *bool, *int, *int) (*reports.MainReport, error) {
+func (f *FakeServe) MainReport(context.Context, string, string, []*records.Filter, *bool, *int, *int) (*reports.MainReport, error) {
 	return f.report, nil
 }
-func (f *FakeServe) MainReportSummary(context.Context, string, string, []*stats.Filter, *bool) (*reports.MainReportSummary, error) {
+func (f *FakeServe) MainReportSummary(context.Context, string, string, []*records.Filter, *bool) (*reports.MainReportSummary, error) {
 	return f.summary, nil
 }
 
@@ -208,7 +209,7 @@ func (FakeLookups) Municipalities(context.Context) ([]string, error) { return ni
 func (FakeLookups) OxygenRoutes(context.Context) ([]string, error)   { return []string{}, nil }
 func (FakeLookups) Genders(context.Context) ([]string, error)        { return []string{"female"}, nil }
 func (FakeLookups) Columns(context.Context) ([]*reports.QueryableColumn, error) {
-	return []*reports.QueryableColumn{{Name: "station", Type: "TEXT", Operators: stats.FilterOperators()}}, nil
+	return []*reports.QueryableColumn{{Name: "station", Type: "TEXT", Operators: records.FilterOperators()}}, nil
 }
 
 func PublicData(n int) *FakePublic {
@@ -464,6 +465,6 @@ type RealSeries struct {
 
 func (f RealSeries) Query() gqlpublic.QueryResolver { return f }
 
-func (f RealSeries) RecordSeries(ctx context.Context, startDate, endDate string, bucket stats.TimeBucket, groupBy *string, useOr *bool, filters []*stats.Filter) ([]*stats.SeriesPoint, error) {
+func (f RealSeries) RecordSeries(ctx context.Context, startDate, endDate string, bucket stats.TimeBucket, groupBy *string, useOr *bool, filters []*records.Filter) ([]*stats.SeriesPoint, error) {
 	return f.R.RecordSeries(ctx, startDate, endDate, bucket, groupBy, useOr, filters)
 }

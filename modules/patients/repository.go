@@ -70,7 +70,7 @@ func (r *Repository) EachPatient(ctx context.Context, page keyset.Page, fn func(
 			ageV, p.Age = age.Int32, &ageV
 		}
 		if born.Valid {
-			bornV, p.DateOfBirth = database.FormatDate(born), &bornV
+			bornV, p.DateOfBirth = jsonscalar.FormatDate(born), &bornV
 		}
 		if weight.Valid {
 			weightV, p.Weight = weight.Float64, &weightV
@@ -119,7 +119,7 @@ func appendPatientField(b []byte, i int, v []byte) ([]byte, bool) {
 		return append(b, v...), true
 	case 2: // date_of_birth
 		b = append(b, '"')
-		b, ok := database.AppendDate(b, v)
+		b, ok := jsonscalar.AppendDate(b, v)
 		return append(b, '"'), ok
 	case 3: // gender
 		return jsonscalar.AppendString(b, v), true

@@ -8,14 +8,21 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/emsanalytics/emsquery/modules/stats"
+	"github.com/emsanalytics/emsquery/modules/records"
 	"github.com/emsanalytics/emsquery/platform/apierr"
 )
+
+// Limits bound what one main_report or export may ask: the record filter (records.Limits) and
+// the largest page (LIMITS__MAX_PAGE_SIZE, as platform/keyset reads it for the lists).
+type Limits struct {
+	Records  records.Limits
+	PageSize int
+}
 
 // Paging of main_report.
 const (
 	// DefaultLimit is main_report's page size when limit is omitted. The largest page is the
-	// setting LIMITS__MAX_PAGE_SIZE (stats.Limits): a page is for a screen; all rows come from
+	// setting LIMITS__MAX_PAGE_SIZE (Limits): a page is for a screen; all rows come from
 	// the export.
 	DefaultLimit = 100
 )
@@ -33,28 +40,28 @@ const All int64 = -1
 
 // Args are the arguments of main_report and of the CSV export, in one Go type whether they came
 // as GraphQL arguments (GraphQLArgs) or as query parameters (ParseExportQuery): the records (the
-// stats record filter every record query shares: date range, filters, use_or) and the page.
+// records module's record filter every record query shares: date range, filters, use_or) and the page.
 type Args struct {
-	Records stats.RecordFilter
+	Records records.RecordFilter
 	Page    Page
 }
 
 // GraphQLArgs returns main_report's arguments: the record filter within lim (see
-// stats.Limits.Records); limit defaults to
+// Limits.Records); limit defaults to
 // DefaultLimit and may be 0 (only the total) to lim.PageSize; offset defaults to 0 and must not
 // be negative.
-func GraphQLArgs(lim stats.Limits, startDate, endDate string, filters []*stats.Filter, useOr *bool, limit, offset *int) (Args, error) {
-	records, err := lim.Records(startDate, endDate, useOr, filters)
+func GraphQLArgs(lim Limits, startDate, endDate string, filters []*records.Filter, useOr *bool, limit, offset *int) (Args, error) {
+	f, err := lim.Records.Records(startDate, endDate, useOr, filters)
 	if err != nil {
 		return Args{}, err
 	}
-	a := Args{Records: records, Page: Page{Limit: DefaultLimit}}
+	a := Args{Records: f, Page: Page{Limit: DefaultLimit}}
 	if limit != nil {
 		if *limit < 0 {
 			return Args{}, apierr.BadInput("limit: %d is negative; give 0 to %d rows per page", *limit, lim.PageSize)
 		}
-		if err := lim.CheckPageSize(*limit); err != nil {
-			return Args{}, err
+		if *limit > lim.PageSize {
+			return Args{}, apierr.BadInput("limit: %d rows exceed LIMITS__MAX_PAGE_SIZE=%d; page with offset, or use the CSV export for all rows", *limit, lim.PageSize)
 		}
 		a.Page.Limit = int64(*limit)
 	}
@@ -152,28 +159,28 @@ func ParseExportQuery(rawQuery string) (Args, error) {
 
 // parseFilter reads column:OPERATOR:value, column:OPERATOR (operators that take no value) or
 // column:OPERATOR:["a","b"] (operators that take a list: a JSON array of strings). Whether the
-// column takes the operator and the values convert is for stats.RecordFilter.Compile to say, as
+// column takes the operator and the values convert is for records.RecordFilter.Compile to say, as
 // for main_report.
-func parseFilter(s string) (stats.Filter, error) {
+func parseFilter(s string) (records.Filter, error) {
 	col, rest, ok := strings.Cut(s, ":")
 	if !ok {
-		return stats.Filter{}, errFilterSyntax
+		return records.Filter{}, errFilterSyntax
 	}
 	op, value, hasValue := strings.Cut(rest, ":")
-	o := stats.FilterOperator(op)
+	o := records.FilterOperator(op)
 	takes, ok := o.Takes()
 	if !ok {
-		return stats.Filter{}, apierr.BadInput("operator %s is not one of %s", strconv.Quote(op), stats.OperatorNames())
+		return records.Filter{}, apierr.BadInput("operator %s is not one of %s", strconv.Quote(op), records.OperatorNames())
 	}
-	fl := stats.Filter{Column: col, Operator: o}
+	fl := records.Filter{Column: col, Operator: o}
 	switch {
-	case takes == stats.NoOperand:
+	case takes == records.NoOperand:
 		if hasValue {
-			return stats.Filter{}, apierr.BadInput("%s takes no value; write %s:%s", o, col, o)
+			return records.Filter{}, apierr.BadInput("%s takes no value; write %s:%s", o, col, o)
 		}
 	case !hasValue:
-		return stats.Filter{}, errFilterSyntax
-	case takes == stats.ValueList:
+		return records.Filter{}, errFilterSyntax
+	case takes == records.ValueList:
 		var values []*string // a null in the array is refused, not read as ""
 		err := json.Unmarshal([]byte(value), &values)
 		if err == nil && values == nil {
@@ -187,7 +194,7 @@ func parseFilter(s string) (stats.Filter, error) {
 			fl.Values = append(fl.Values, *values[i])
 		}
 		if err != nil {
-			return stats.Filter{}, apierr.BadInput("%s takes a JSON array of strings after the second colon, e.g. %s:%s:[\"a\",\"b\"]", o, col, o)
+			return records.Filter{}, apierr.BadInput("%s takes a JSON array of strings after the second colon, e.g. %s:%s:[\"a\",\"b\"]", o, col, o)
 		}
 	default:
 		fl.Value = &value

@@ -9,7 +9,6 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/emsanalytics/emsquery/modules/stats"
 	"github.com/emsanalytics/emsquery/platform/database"
 )
 
@@ -22,14 +21,14 @@ import (
 type Exporter struct {
 	db     *database.DB
 	log    *slog.Logger
-	limits stats.Limits
+	limits Limits
 	// shutdown is cancelled when the service stops, after requests in flight had their grace
 	// period: exports still running are cancelled so that the pool can close.
 	shutdown context.Context
 }
 
 // NewExporter returns the exporter and the cleanup that cancels exports still running.
-func NewExporter(db *database.DB, log *slog.Logger, limits stats.Limits) (*Exporter, func()) {
+func NewExporter(db *database.DB, log *slog.Logger, limits Limits) (*Exporter, func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Exporter{db: db, log: log, limits: limits, shutdown: ctx}, cancel
 }
@@ -61,7 +60,7 @@ type ExportResult struct {
 // the export its values (request id); the export is cancelled by ctx only until its first row (a
 // client that leaves while it waits), then by Close, by a failed write, or at shutdown.
 func (e *Exporter) Start(ctx context.Context, a Args) (*Export, error) {
-	if err := e.limits.CheckRecords(a.Records); err != nil {
+	if err := e.limits.Records.CheckRecords(a.Records); err != nil {
 		return nil, err
 	}
 	q, args, err := exportSQL(a)

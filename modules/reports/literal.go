@@ -10,7 +10,7 @@ import (
 
 // COPY takes no bind parameters, so the export writes its values into the statement text. Only
 // values that were already validated and converted go there: the dates of the range
-// (stats.ParseDate), the filter values that stats.Convert produced for the column's type (a
+// (records.ParseDate), the filter values that records.Convert produced for the column's type (a
 // list of them, for IN and NOT_IN, as text[]), and the page's numbers. inline renders each as a quoted string literal followed by the explicit
 // cast that the statement builders put after every placeholder, so a value is always read as
 // data of one type, never as SQL.

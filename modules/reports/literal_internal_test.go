@@ -15,7 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/emsanalytics/emsquery/internal/pgtest"
-	"github.com/emsanalytics/emsquery/modules/stats"
+	"github.com/emsanalytics/emsquery/modules/records"
 )
 
 // trickyStrings are values a filter may carry; each must reach the database as exactly itself.
@@ -58,7 +58,7 @@ func TestLiteralRoundTrip(t *testing.T) {
 			}
 		}
 		// Converted values of each type, through the cast the statements put after them.
-		col := func(name string) stats.Column { c, _ := stats.LookupColumn(name); return c }
+		col := func(name string) records.Column { c, _ := records.LookupColumn(name); return c }
 		for _, tc := range []struct {
 			column, value, cast, want string
 		}{
@@ -71,7 +71,7 @@ func TestLiteralRoundTrip(t *testing.T) {
 			{"occurred_at", "2024-03-01T23:59:59.123456", "timestamp", "2024-03-01 23:59:59.123456"},
 			{"occurred_at", "0001-01-01 00:00", "timestamp", "0001-01-01 00:00:00"},
 		} {
-			v, err := stats.Convert(col(tc.column), tc.value)
+			v, err := records.Convert(col(tc.column), tc.value)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -84,7 +84,7 @@ func TestLiteralRoundTrip(t *testing.T) {
 				t.Errorf("scs %s: %s %q as %s: got %q, %v; want %q", scs, tc.column, tc.value, lit, got, err, tc.want)
 			}
 		}
-		d, _ := stats.ParseDate("start_date", "2024-02-29")
+		d, _ := records.ParseDate("start_date", "2024-02-29")
 		lit, _ := literal(d)
 		if got, err := simpleQuery(ctx, conn, "SELECT ("+lit+"::date)::text"); err != nil || got != "2024-02-29" {
 			t.Errorf("date as %s: %q, %v", lit, got, err)
@@ -175,11 +175,11 @@ func TestInline(t *testing.T) {
 // the service's text with quoted literals, and the same filter compiles to the same condition
 // for main_report (with placeholders) and for the export (with literals).
 func TestExportStatementHasNoClientText(t *testing.T) {
-	a := Args{Records: stats.RecordFilter{StartDate: "2024-03-01", EndDate: "2024-03-31", UseOr: true,
-		Filters: []stats.Filter{{Column: "station", Operator: stats.Equals, Value: ptr("x'); DROP TABLE t; --")},
-			{Column: "distance", Operator: stats.GreaterThan, Value: ptr("9.5")},
-			{Column: "callsign", Operator: stats.In, Values: []string{`a"}', DROP`, `\`}},
-			{Column: "age", Operator: stats.NotIn, Values: []string{"7"}}}}, Page: Page{Limit: 10, Offset: 5}}
+	a := Args{Records: records.RecordFilter{StartDate: "2024-03-01", EndDate: "2024-03-31", UseOr: true,
+		Filters: []records.Filter{{Column: "station", Operator: records.Equals, Value: ptr("x'); DROP TABLE t; --")},
+			{Column: "distance", Operator: records.GreaterThan, Value: ptr("9.5")},
+			{Column: "callsign", Operator: records.In, Values: []string{`a"}', DROP`, `\`}},
+			{Column: "age", Operator: records.NotIn, Values: []string{"7"}}}}, Page: Page{Limit: 10, Offset: 5}}
 	q, args, err := exportSQL(a)
 	if err != nil {
 		t.Fatal(err)
@@ -204,13 +204,13 @@ func TestExportStatementHasNoClientText(t *testing.T) {
 func TestExportQueryIsGraphQLArgs(t *testing.T) {
 	tr := true
 	limit, offset := 40, 95
-	gql, err := GraphQLArgs(stats.Limits{Columns: 20, Filters: 50, FilterValues: 10, PageSize: 1000}, "2024-03-01", "2024-03-31", []*stats.Filter{
-		{Column: "station", Operator: stats.Equals, Value: ptr("Ålesund Sør, \"Kai\" 1's")},
-		{Column: "occurred_at", Operator: stats.GreaterThanOrEqual, Value: ptr("2024-03-15 12:00:00")},
-		{Column: "municipality", Operator: stats.Equals, Value: ptr("")},
-		{Column: "station", Operator: stats.In, Values: []string{"Alpha", "Beta, North", `q"uote`}},
-		{Column: "gender", Operator: stats.IsNull},
-		{Column: "callsign", Operator: stats.Contains, Value: ptr("amb:1")},
+	gql, err := GraphQLArgs(Limits{Records: records.Limits{Columns: 20, Filters: 50, FilterValues: 10}, PageSize: 1000}, "2024-03-01", "2024-03-31", []*records.Filter{
+		{Column: "station", Operator: records.Equals, Value: ptr("Ålesund Sør, \"Kai\" 1's")},
+		{Column: "occurred_at", Operator: records.GreaterThanOrEqual, Value: ptr("2024-03-15 12:00:00")},
+		{Column: "municipality", Operator: records.Equals, Value: ptr("")},
+		{Column: "station", Operator: records.In, Values: []string{"Alpha", "Beta, North", `q"uote`}},
+		{Column: "gender", Operator: records.IsNull},
+		{Column: "callsign", Operator: records.Contains, Value: ptr("amb:1")},
 	}, &tr, &limit, &offset)
 	if err != nil {
 		t.Fatal(err)

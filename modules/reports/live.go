@@ -3,7 +3,7 @@ package reports
 import (
 	"context"
 
-	"github.com/emsanalytics/emsquery/modules/stats"
+	"github.com/emsanalytics/emsquery/modules/records"
 	"github.com/emsanalytics/emsquery/platform/gqlfield"
 )
 
@@ -14,6 +14,6 @@ type ServeSubscriptions struct{ q *ServeResolver }
 
 func NewServeSubscriptions(q *ServeResolver) *ServeSubscriptions { return &ServeSubscriptions{q: q} }
 
-func (s *ServeSubscriptions) MainReportSummary(ctx context.Context, startDate string, endDate string, filters []*stats.Filter, useOr *bool) (<-chan *MainReportSummary, error) {
+func (s *ServeSubscriptions) MainReportSummary(ctx context.Context, startDate string, endDate string, filters []*records.Filter, useOr *bool) (<-chan *MainReportSummary, error) {
 	return gqlfield.Live(s.q.MainReportSummary(ctx, startDate, endDate, filters, useOr))
 }

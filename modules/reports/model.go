@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/emsanalytics/emsquery/modules/stats"
+	"github.com/emsanalytics/emsquery/modules/records"
 	"github.com/emsanalytics/emsquery/platform/apierr"
 )
 
@@ -80,23 +80,23 @@ type Station struct {
 // fields are json-tagged built-in scalars.
 func (Station) PlainJSON() {}
 
-// QueryableColumn is a column of the stats catalog as the lookups endpoint lists it.
+// QueryableColumn is a column of the records catalog as the lookups endpoint lists it.
 type QueryableColumn struct {
-	Name      string                 `json:"name"`
-	Type      ColumnType             `json:"type"`
-	Operators []stats.FilterOperator `json:"operators"`
+	Name      string                   `json:"name"`
+	Type      ColumnType               `json:"type"`
+	Operators []records.FilterOperator `json:"operators"`
 }
 
-// ColumnType is the GraphQL enum ColumnType: a stats.ColumnType in upper case.
+// ColumnType is the GraphQL enum ColumnType: a records.ColumnType in upper case.
 type ColumnType string
 
 // columnType names a catalog column's type as the enum does.
-func columnType(t stats.ColumnType) ColumnType { return ColumnType(strings.ToUpper(string(t))) }
+func columnType(t records.ColumnType) ColumnType { return ColumnType(strings.ToUpper(string(t))) }
 
 // IsValid reports whether t is one of the enum's values.
 func (t ColumnType) IsValid() bool {
-	switch stats.ColumnType(strings.ToLower(string(t))) {
-	case stats.TypeText, stats.TypeInteger, stats.TypeNumeric, stats.TypeBoolean, stats.TypeTimestamp:
+	switch records.ColumnType(strings.ToLower(string(t))) {
+	case records.TypeText, records.TypeInteger, records.TypeNumeric, records.TypeBoolean, records.TypeTimestamp:
 		return string(t) == strings.ToUpper(string(t))
 	}
 	return false

@@ -5,7 +5,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/emsanalytics/emsquery/modules/stats"
+	"github.com/emsanalytics/emsquery/modules/records"
 	"github.com/emsanalytics/emsquery/platform/database"
 )
 
@@ -88,7 +88,7 @@ type SummaryParts struct {
 // Summary computes main_report_summary over the records f selects: the parts asks for, in one
 // batch (one round trip, one snapshot: the figures and the breakdowns count the same records
 // even when an ETL load commits meanwhile).
-func (r *Repository) Summary(ctx context.Context, f stats.RecordFilter, parts SummaryParts) (*MainReportSummary, error) {
+func (r *Repository) Summary(ctx context.Context, f records.RecordFilter, parts SummaryParts) (*MainReportSummary, error) {
 	figures, byUrgency, byStation, args, err := summaryStatements(f)
 	if err != nil {
 		return nil, err

@@ -5,20 +5,20 @@ import (
 
 	"github.com/99designs/gqlgen/graphql"
 
-	"github.com/emsanalytics/emsquery/modules/stats"
+	"github.com/emsanalytics/emsquery/modules/records"
 )
 
 // ServeResolver answers the root fields of /serve/graphql.
 type ServeResolver struct {
 	repo   *Repository
-	limits stats.Limits
+	limits Limits
 }
 
-func NewServeResolver(repo *Repository, limits stats.Limits) *ServeResolver {
+func NewServeResolver(repo *Repository, limits Limits) *ServeResolver {
 	return &ServeResolver{repo: repo, limits: limits}
 }
 
-func (r *ServeResolver) MainReport(ctx context.Context, startDate string, endDate string, filters []*stats.Filter, useOr *bool, limit *int, offset *int) (*MainReport, error) {
+func (r *ServeResolver) MainReport(ctx context.Context, startDate string, endDate string, filters []*records.Filter, useOr *bool, limit *int, offset *int) (*MainReport, error) {
 	a, err := GraphQLArgs(r.limits, startDate, endDate, filters, useOr, limit, offset)
 	if err != nil {
 		return nil, err
@@ -27,8 +27,8 @@ func (r *ServeResolver) MainReport(ctx context.Context, startDate string, endDat
 	return r.repo.MainReport(ctx, a, wantRows, wantTotal)
 }
 
-func (r *ServeResolver) MainReportSummary(ctx context.Context, startDate string, endDate string, filters []*stats.Filter, useOr *bool) (*MainReportSummary, error) {
-	f, err := r.limits.Records(startDate, endDate, useOr, filters)
+func (r *ServeResolver) MainReportSummary(ctx context.Context, startDate string, endDate string, filters []*records.Filter, useOr *bool) (*MainReportSummary, error) {
+	f, err := r.limits.Records.Records(startDate, endDate, useOr, filters)
 	if err != nil {
 		return nil, err
 	}
@@ -107,10 +107,10 @@ func (r *LookupsResolver) Genders(ctx context.Context) ([]string, error) {
 	return r.repo.Genders(ctx)
 }
 
-// Columns lists the stats catalog: the one list of queryable columns, with the operators each
+// Columns lists the records catalog: the one list of queryable columns, with the operators each
 // accepts.
 func (r *LookupsResolver) Columns(ctx context.Context) ([]*QueryableColumn, error) {
-	cols := stats.Columns()
+	cols := records.Columns()
 	out := make([]QueryableColumn, len(cols))
 	for i, c := range cols {
 		out[i] = QueryableColumn{Name: c.Name, Type: columnType(c.Type), Operators: c.Operators()}

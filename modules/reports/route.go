@@ -9,15 +9,15 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/emsanalytics/emsquery/platform/apierr"
-	"github.com/emsanalytics/emsquery/platform/httpbridge"
 	"github.com/emsanalytics/emsquery/platform/requestctx"
+	"github.com/emsanalytics/emsquery/platform/serverconn"
 )
 
 // ExportPath is the REST route of the main report's CSV export (GET; HEAD validates only).
 const ExportPath = "/v1/reports/main-report/export"
 
 // ExportHandler answers ExportPath. The server mounts it behind the export's key check and
-// the client watch (platform/httpbridge.Watched), as it mounts the GraphQL endpoints.
+// the client watch (platform/clientwatch.Watched), as it mounts the GraphQL endpoints.
 type ExportHandler fiber.Handler
 
 // NewExportHandler is GET /v1/reports/main-report/export: the main report's rows as CSV,
@@ -69,7 +69,7 @@ func NewExportHandler(ex *Exporter, slots *ExportSlots, log *slog.Logger) Export
 			// fasthttp's own buffer is 4 KiB and every write past it is a hand-over to the
 			// goroutine that writes chunks; a larger buffer makes those rarer. A client that
 			// stops reading fails the writes after APP__WRITE_TIMEOUT (the server's connections
-			// give up then: platform/httpbridge), which ends the COPY and gives its database
+			// give up then: platform/serverconn), which ends the COPY and gives its database
 			// connection back instead of holding it for as long as the client likes.
 			bw := bufio.NewWriterSize(w, exportBufferSize)
 			res, err := x.Stream(bw, func() { _ = netConn.Close() })
@@ -84,7 +84,7 @@ func NewExportHandler(ex *Exporter, slots *ExportSlots, log *slog.Logger) Export
 				// The 200 and part of the CSV are out; dropping the connection before the last
 				// chunk is how HTTP/1.1 says the body is incomplete.
 				_ = netConn.Close()
-				if httpbridge.Stalled(netConn) {
+				if serverconn.Stalled(netConn) {
 					// The client's doing, not the service's: no warning.
 					log.InfoContext(ctx, "export abandoned: the client accepted no byte for APP__WRITE_TIMEOUT; its COPY was cancelled", "bytes", res.Bytes, "duration_ms", ms)
 					return

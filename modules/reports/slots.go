@@ -3,7 +3,6 @@ package reports
 import (
 	"log/slog"
 
-	"github.com/emsanalytics/emsquery/platform/config"
 	"github.com/emsanalytics/emsquery/platform/keyslots"
 )
 
@@ -28,11 +27,17 @@ type ExportSlots struct {
 // exports take seconds to minutes, so sooner would mostly be refused again.
 const exportRetryAfter = 10
 
+// ExportOptions are the settings of the exports' bounds.
+type ExportOptions struct {
+	MaxConcurrent int // LIMITS__MAX_CONCURRENT_EXPORTS
+	PoolMax       int // DATABASE__POOL_SIZE + DATABASE__MAX_OVERFLOW, for the warning below
+}
+
 // NewExportSlots returns the bounds of the settings. It warns when the bound leaves GraphQL no
-// connection of DATABASE__POOL_SIZE + DATABASE__MAX_OVERFLOW while exports run.
-func NewExportSlots(l config.Limits, d config.Database, streamed keyslots.StreamedAnswers, log *slog.Logger) *ExportSlots {
-	n := int(l.MaxConcurrentExports)
-	if pool := int(d.PoolSize + d.MaxOverflow); n >= pool {
+// connection of the pool while exports run.
+func NewExportSlots(o ExportOptions, streamed keyslots.StreamedAnswers, log *slog.Logger) *ExportSlots {
+	n := o.MaxConcurrent
+	if pool := o.PoolMax; n >= pool {
 		log.Warn("LIMITS__MAX_CONCURRENT_EXPORTS is not below DATABASE__POOL_SIZE + DATABASE__MAX_OVERFLOW: exports running at once can hold every database connection, and GraphQL requests then wait for one",
 			"max_concurrent_exports", n, "pool_max", pool)
 	}

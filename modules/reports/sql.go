@@ -4,15 +4,15 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/emsanalytics/emsquery/modules/stats"
+	"github.com/emsanalytics/emsquery/modules/records"
 )
 
-// catalogColumn returns a column of the stats catalog, which owns every record column's SQL
+// catalogColumn returns a column of the records catalog, which owns every record column's SQL
 // expression and join; a missing name is a programming error.
-func catalogColumn(name string) stats.Column {
-	c, ok := stats.LookupColumn(name)
+func catalogColumn(name string) records.Column {
+	c, ok := records.LookupColumn(name)
 	if !ok {
-		panic("reports: column " + name + " is not in the stats catalog")
+		panic("reports: column " + name + " is not in the records catalog")
 	}
 	return c
 }
@@ -59,11 +59,11 @@ var (
 	colGender     = catalogColumn("gender")
 
 	// reportJoins are the catalog columns the report selects; they decide the LEFT JOINs.
-	reportJoins = []stats.Column{colCallsign, colResourceID, colAge, colGender}
+	reportJoins = []records.Column{colCallsign, colResourceID, colAge, colGender}
 )
 
 // recordID is the record's key over the record query's alias.
-const recordID = stats.AliasRecord + ".record_id"
+const recordID = records.AliasRecord + ".record_id"
 
 // reportColumns are the main report's columns, in the order of MainReportRow and of the CSV.
 // oxygen_routes is last: main_report computes it for the page's rows only.
@@ -98,7 +98,7 @@ func ColumnNames() []string {
 var reportOrder = colOccurredAt.Expr() + ", " + recordID
 
 // limitClause renders the page as LIMIT/OFFSET with placeholders.
-func limitClause(p Page, args *stats.Args) string {
+func limitClause(p Page, args *records.Args) string {
 	var b strings.Builder
 	if p.Limit != All {
 		b.WriteString(" LIMIT " + args.Add(p.Limit) + "::bigint")
@@ -111,8 +111,8 @@ func limitClause(p Page, args *stats.Args) string {
 
 // exportSelect is the export's query: the report's rows in the CSV's text forms. It has
 // placeholders; see inline.
-func exportSelect(a Args) (string, stats.Args, error) {
-	var args stats.Args
+func exportSelect(a Args) (string, records.Args, error) {
+	var args records.Args
 	cond, err := a.Records.Compile(&args)
 	if err != nil {
 		return "", nil, err
@@ -137,7 +137,7 @@ func exportSelect(a Args) (string, stats.Args, error) {
 const copyOptions = "(FORMAT csv, HEADER, ENCODING 'UTF8')"
 
 // exportSQL is the export's statement: COPY of exportSelect. It has placeholders; see inline.
-func exportSQL(a Args) (string, stats.Args, error) {
+func exportSQL(a Args) (string, records.Args, error) {
 	q, args, err := exportSelect(a)
 	if err != nil {
 		return "", nil, err
@@ -162,8 +162,8 @@ func ExportQuery(a Args) (string, error) {
 // computed after the LIMIT, for those rows only.
 //
 // Columns: total (when withTotal), then reportColumns in order.
-func pageSQL(a Args, withTotal bool) (string, stats.Args, error) {
-	var args stats.Args
+func pageSQL(a Args, withTotal bool) (string, records.Args, error) {
+	var args records.Args
 	cond, err := a.Records.Compile(&args)
 	if err != nil {
 		return "", nil, err
@@ -197,8 +197,8 @@ func pageSQL(a Args, withTotal bool) (string, stats.Args, error) {
 }
 
 // countSQL counts the matching records.
-func countSQL(f stats.RecordFilter) (string, stats.Args, error) {
-	var args stats.Args
+func countSQL(f records.RecordFilter) (string, records.Args, error) {
+	var args records.Args
 	cond, err := f.Compile(&args)
 	if err != nil {
 		return "", nil, err
@@ -213,7 +213,7 @@ func countSQL(f stats.RecordFilter) (string, stats.Args, error) {
 // for all three wrote them to a temporary file past work_mem and read them single-threaded,
 // where each breakdown alone gets a parallel scan: 800 ms against 420 + 120 + 120 ms for a year
 // of 1,000,000 records.) Repository.Summary runs them as one batch, on one snapshot.
-func summaryStatements(f stats.RecordFilter) (figures, byUrgency, byStation string, args stats.Args, err error) {
+func summaryStatements(f records.RecordFilter) (figures, byUrgency, byStation string, args records.Args, err error) {
 	cond, err := f.Compile(&args)
 	if err != nil {
 		return "", "", "", nil, err
@@ -223,7 +223,7 @@ func summaryStatements(f stats.RecordFilter) (figures, byUrgency, byStation stri
 		`avg(` + colDistance.Expr() + `)::float8, avg(` + colResponse.Expr() + `)::float8, ` +
 		`count(*) FILTER (WHERE ` + colTransport.Expr() + `), count(` + colTransport.Expr() + `)` +
 		` FROM ` + cond.From(colResourceID) + where
-	breakdown := func(c stats.Column) string {
+	breakdown := func(c records.Column) string {
 		return `SELECT ` + c.Expr() + `, count(*) FROM ` + cond.From(c) + where + ` GROUP BY 1 ORDER BY 1 NULLS LAST`
 	}
 	return figures, breakdown(colUrgency), breakdown(colStation), args, nil

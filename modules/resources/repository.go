@@ -63,7 +63,7 @@ func (r *Repository) EachResource(ctx context.Context, page keyset.Page, fn func
 		if !ok {
 			return nil
 		}
-		res = Resource{SkResource: sk, ResourceID: id, Callsign: callsign, ValidFrom: database.FormatDate(from)}
+		res = Resource{SkResource: sk, ResourceID: id, Callsign: callsign, ValidFrom: jsonscalar.FormatDate(from)}
 		if stationID.Valid {
 			idV, res.StationID = stationID.Int32, &idV
 		}
@@ -71,7 +71,7 @@ func (r *Repository) EachResource(ctx context.Context, page keyset.Page, fn func
 			stationV, res.Station = station.String, &stationV
 		}
 		if to.Valid {
-			toV, res.ValidTo = database.FormatDate(to), &toV
+			toV, res.ValidTo = jsonscalar.FormatDate(to), &toV
 		}
 		ok = fn(&res)
 		return nil
@@ -129,7 +129,7 @@ func appendResourceField(b []byte, i int, v []byte) ([]byte, bool) {
 		return jsonscalar.AppendString(b, v), true
 	case 5, 6: // valid_from, valid_to
 		b = append(b, '"')
-		b, ok := database.AppendDate(b, v)
+		b, ok := jsonscalar.AppendDate(b, v)
 		return append(b, '"'), ok
 	}
 	return b, false

@@ -11,6 +11,7 @@ import (
 	"github.com/emsanalytics/emsquery/internal/dbtest"
 	"github.com/emsanalytics/emsquery/internal/gqltest"
 	"github.com/emsanalytics/emsquery/internal/servicetest"
+	"github.com/emsanalytics/emsquery/modules/records"
 	"github.com/emsanalytics/emsquery/modules/stats"
 )
 
@@ -40,7 +41,7 @@ func TestDirectJSONSeriesFromDatabaseMatchGqlgen(t *testing.T) {
 		}
 	}
 	db := dbtest.Open(t, fixture)
-	lim := stats.Limits{Columns: 10, Filters: 10, FilterValues: 100, PageSize: 1000, SeriesPoints: 5000}
+	lim := stats.Limits{Records: records.Limits{Columns: 10, Filters: 10, FilterValues: 100}, SeriesPoints: 5000}
 	es := gqlpublic.NewExecutableSchema(gqlpublic.Config{Resolvers: gqltest.RealSeries{FakePublic: &gqltest.FakePublic{}, R: stats.NewResolver(stats.NewRepository(db), lim)}})
 	var queries []string
 	for _, b := range []struct{ bucket, start, end string }{

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/emsanalytics/emsquery/modules/records"
 	"github.com/emsanalytics/emsquery/platform/apierr"
 )
 
@@ -59,7 +60,7 @@ var DefaultPercentiles = []float64{0.5, 0.9}
 
 // StatsRequest is record_stats' arguments, and which of the figures the query selects.
 type StatsRequest struct {
-	Records     RecordFilter
+	Records     records.RecordFilter
 	Measure     string
 	GroupBy     []string
 	Bucket      *TimeBucket
@@ -82,9 +83,9 @@ var AllFigures = StatsFigures{MinMaxAvg: true, Percentiles: true, Target: true}
 // statsStatement is a validated StatsRequest as one SQL statement.
 type statsStatement struct {
 	sql         string
-	args        Args
+	args        records.Args
 	bucket      *bucketSpec
-	groups      []Column
+	groups      []records.Column
 	percentiles []float64
 	want        StatsFigures
 }
@@ -98,20 +99,20 @@ const statsSQL = `SELECT %s FROM %s WHERE %s%s`
 
 // buildStats validates req within lim and builds its statement.
 func buildStats(req StatsRequest, lim Limits) (statsStatement, error) {
-	m, err := column("measure", req.Measure)
+	m, err := records.ResolveColumn("measure", req.Measure)
 	if err != nil {
 		return statsStatement{}, err
 	}
-	if m.Type != TypeInteger && m.Type != TypeNumeric {
+	if m.Type != records.TypeInteger && m.Type != records.TypeNumeric {
 		return statsStatement{}, apierr.BadInput("measure: column %s is %s; give a column of integer or numeric type: %s", m.Name, m.Type, numericColumnNames())
 	}
-	if err := lim.checkColumns("group_by", len(req.GroupBy)); err != nil {
+	if err := lim.Records.CheckColumns("group_by", len(req.GroupBy)); err != nil {
 		return statsStatement{}, err
 	}
 	st := statsStatement{percentiles: req.Percentiles, want: req.Want}
 	seen := map[string]bool{}
 	for i, name := range req.GroupBy {
-		c, err := column("group_by["+strconv.Itoa(i)+"]", name)
+		c, err := records.ResolveColumn("group_by["+strconv.Itoa(i)+"]", name)
 		if err != nil {
 			return statsStatement{}, err
 		}
@@ -123,7 +124,7 @@ func buildStats(req StatsRequest, lim Limits) (statsStatement, error) {
 	if req.Bucket != nil {
 		spec, ok := req.Bucket.spec()
 		if !ok {
-			return statsStatement{}, apierr.BadInput("bucket: %s is not a TimeBucket", quote(string(*req.Bucket)))
+			return statsStatement{}, apierr.BadInput("bucket: %s is not a TimeBucket", records.Quote(string(*req.Bucket)))
 		}
 		st.bucket = &spec
 	}
@@ -140,7 +141,7 @@ func buildStats(req StatsRequest, lim Limits) (statsStatement, error) {
 	}
 	st.want.Target = st.want.Target && req.Target != nil
 
-	var args Args
+	var args records.Args
 	cond, err := req.Records.Compile(&args)
 	if err != nil {
 		return statsStatement{}, err
@@ -173,7 +174,7 @@ func buildStats(req StatsRequest, lim Limits) (statsStatement, error) {
 		}
 		tail = " GROUP BY " + strings.Join(keys, ", ") + " ORDER BY " + strings.Join(order, ", ")
 	}
-	st.sql = fmt.Sprintf(statsSQL, strings.Join(sel, ", "), cond.From(append([]Column{m}, st.groups...)...), cond.SQL, tail)
+	st.sql = fmt.Sprintf(statsSQL, strings.Join(sel, ", "), cond.From(append([]records.Column{m}, st.groups...)...), cond.SQL, tail)
 	st.args = args
 	return st, nil
 }
@@ -243,8 +244,8 @@ func (r *Repository) RecordStats(ctx context.Context, req StatsRequest, lim Limi
 // numericColumnNames lists the columns record_stats can measure.
 func numericColumnNames() string {
 	var names []string
-	for _, c := range catalog {
-		if c.Type == TypeInteger || c.Type == TypeNumeric {
+	for _, c := range records.Columns() {
+		if c.Type == records.TypeInteger || c.Type == records.TypeNumeric {
 			names = append(names, c.Name)
 		}
 	}

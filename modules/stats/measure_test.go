@@ -120,7 +120,7 @@ func (e env) expectStats(t *testing.T, c statsCase) []measureStats {
 		target = `count(*) FILTER (WHERE ` + m + ` <= ` + ph(*c.target) + `::float8)`
 	}
 	sel = append(sel, target)
-	q := `SELECT ` + strings.Join(sel, ", ") + ` FROM (SELECT * FROM ` + records + ` WHERE ` + where + `) AS sel`
+	q := `SELECT ` + strings.Join(sel, ", ") + ` FROM (SELECT * FROM ` + recordsView + ` WHERE ` + where + `) AS sel`
 	if len(keys) > 0 {
 		order := make([]string, len(keys))
 		for i, k := range keys {

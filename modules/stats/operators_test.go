@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/emsanalytics/emsquery/internal/servicetest"
-	"github.com/emsanalytics/emsquery/modules/stats"
+	"github.com/emsanalytics/emsquery/modules/records"
 )
 
 // The operators of contract section 6.1 on every column type, alone and combined with use_or,
@@ -42,11 +42,11 @@ type opCase struct {
 
 // operatorCases are the filters of every operator the column accepts, with values the
 // fixture has for it in [from, to].
-func operatorCases(t *testing.T, e env, c stats.Column, from, to string) []opCase {
+func operatorCases(t *testing.T, e env, c records.Column, from, to string) []opCase {
 	t.Helper()
 	id := pgx.Identifier{"rec", c.Name}.Sanitize()
 	q := fmt.Sprintf(`SELECT %[1]s::text FROM %[2]s WHERE occurred_at::date BETWEEN $1::date AND $2::date AND %[1]s IS NOT NULL
-GROUP BY %[1]s ORDER BY %[1]s`, id, records)
+GROUP BY %[1]s ORDER BY %[1]s`, id, recordsView)
 	vals := queryRows(t, e.pool, q, []any{from, to}, pgx.RowTo[string])
 	if len(vals) < 2 {
 		t.Fatalf("fixture check: %s has %d distinct values in range", c.Name, len(vals))
@@ -69,7 +69,7 @@ GROUP BY %[1]s ORDER BY %[1]s`, id, records)
 		{"IS_NULL", filterOp(c.Name, "IS_NULL"), id + " IS NULL", nil},
 		{"IS_NOT_NULL", filterOp(c.Name, "IS_NOT_NULL"), id + " IS NOT NULL", nil},
 	}
-	if c.Type == stats.TypeText {
+	if c.Type == records.TypeText {
 		// Needles with LIKE's wildcards and escape, letter cases, quotes, Unicode and a newline;
 		// the fixture holds text that a wildcard would match too (SørXVest, Vest 1000, Backslash).
 		for _, needle := range []string{"%", "_", `\`, "r_v", "100%", `k\s`, "ÅLE", "ålesund", "SØR", `"kai" 1's`, "d\ns",
@@ -86,7 +86,7 @@ func TestEveryOperatorOnEveryColumn(t *testing.T) {
 	const from, to = "2024-01-01", "2025-12-31"
 	yes := true
 	var some, none int
-	for _, c := range stats.Columns() {
+	for _, c := range records.Columns() {
 		for _, oc := range operatorCases(t, e, c, from, to) {
 			alone := selection{columns: []string{"occurred_at", c.Name}, start: from, end: to,
 				filters: []map[string]any{oc.filter}, pred: oc.pred, predArgs: oc.args}

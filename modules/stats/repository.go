@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/emsanalytics/emsquery/modules/records"
 	"github.com/emsanalytics/emsquery/platform/apierr"
 	"github.com/emsanalytics/emsquery/platform/database"
 )
@@ -63,7 +64,7 @@ type valueRow struct {
 
 // DistinctValues returns, for each of cols in order, its distinct values among the records that
 // f selects, NULL included, ascending by the column's own type with NULL last.
-func (r *Repository) DistinctValues(ctx context.Context, cols []Column, f RecordFilter, lim Limits) ([]*DistinctValue, error) {
+func (r *Repository) DistinctValues(ctx context.Context, cols []records.Column, f records.RecordFilter, lim Limits) ([]*DistinctValue, error) {
 	perCol, err := r.perColumn(ctx, opDistinctValues, cols, f, false, lim)
 	if err != nil {
 		return nil, err
@@ -80,7 +81,7 @@ func (r *Repository) DistinctValues(ctx context.Context, cols []Column, f Record
 // UniqueCounts returns, for each of cols in order and each of its distinct values among the
 // records that f selects (NULL included), the number of those records with that value; by
 // count descending, then value ascending by type with NULL last.
-func (r *Repository) UniqueCounts(ctx context.Context, cols []Column, f RecordFilter, lim Limits) ([]*UniqueCount, error) {
+func (r *Repository) UniqueCounts(ctx context.Context, cols []records.Column, f records.RecordFilter, lim Limits) ([]*UniqueCount, error) {
 	perCol, err := r.perColumn(ctx, opUniqueCounts, cols, f, true, lim)
 	if err != nil {
 		return nil, err
@@ -107,11 +108,11 @@ func rowCount(perCol [][]valueRow) int {
 // the rows of each of cols, in order: a column asked for twice gets its rows twice, from one
 // grouping set. An answer of more than lim.Rows rows, counted as answered (a column asked for
 // twice counts twice), is RESULT_TOO_LARGE.
-func (r *Repository) perColumn(ctx context.Context, op string, cols []Column, f RecordFilter, counted bool, lim Limits) ([][]valueRow, error) {
-	var distinct []Column
+func (r *Repository) perColumn(ctx context.Context, op string, cols []records.Column, f records.RecordFilter, counted bool, lim Limits) ([][]valueRow, error) {
+	var distinct []records.Column
 	set := make([]int, len(cols))
 	for i, c := range cols {
-		set[i] = slices.IndexFunc(distinct, func(d Column) bool { return d.Name == c.Name })
+		set[i] = slices.IndexFunc(distinct, func(d records.Column) bool { return d.Name == c.Name })
 		if set[i] < 0 {
 			set[i] = len(distinct)
 			distinct = append(distinct, c)
@@ -156,12 +157,12 @@ func (r *Repository) perColumn(ctx context.Context, op string, cols []Column, f 
 // set every other column is the grouping's NULL, so ordering by the typed columns one after the
 // other orders each set by its own column's type, NULL last. unique counts (counted) order each
 // set by count first.
-func perColumnSQL(cols []Column, f RecordFilter, counted bool) (string, Args, error) {
+func perColumnSQL(cols []records.Column, f records.RecordFilter, counted bool) (string, records.Args, error) {
 	const q = `SELECT %s AS ord, %s AS n, %s AS value FROM %s WHERE %s GROUP BY GROUPING SETS (%s) ORDER BY %s`
 	if len(cols) == 0 {
-		return "", nil, apierr.BadInput("columns: give at least one column; accepted columns: %s", ColumnNames())
+		return "", nil, apierr.BadInput("columns: give at least one column; accepted columns: %s", records.ColumnNames())
 	}
-	var args Args
+	var args records.Args
 	cond, err := f.Compile(&args)
 	if err != nil {
 		return "", nil, err

@@ -5,6 +5,7 @@ import (
 
 	"github.com/99designs/gqlgen/graphql"
 
+	"github.com/emsanalytics/emsquery/modules/records"
 	"github.com/emsanalytics/emsquery/platform/gqlfield"
 )
 
@@ -53,7 +54,7 @@ func (r *Resolver) RecordsCount(ctx context.Context, station *string) (*RecordsC
 	return &RecordsCount{Count: n}, nil
 }
 
-func (r *Resolver) DistinctValues(ctx context.Context, columns []string, startDate string, endDate string, useOr *bool, filters []*Filter) ([]*DistinctValue, error) {
+func (r *Resolver) DistinctValues(ctx context.Context, columns []string, startDate string, endDate string, useOr *bool, filters []*records.Filter) ([]*DistinctValue, error) {
 	cols, f, err := r.selection(columns, startDate, endDate, useOr, filters)
 	if err != nil {
 		return nil, err
@@ -61,7 +62,7 @@ func (r *Resolver) DistinctValues(ctx context.Context, columns []string, startDa
 	return r.repo.DistinctValues(ctx, cols, f, r.limits)
 }
 
-func (r *Resolver) UniqueCounts(ctx context.Context, columns []string, startDate string, endDate string, useOr *bool, filters []*Filter) ([]*UniqueCount, error) {
+func (r *Resolver) UniqueCounts(ctx context.Context, columns []string, startDate string, endDate string, useOr *bool, filters []*records.Filter) ([]*UniqueCount, error) {
 	cols, f, err := r.selection(columns, startDate, endDate, useOr, filters)
 	if err != nil {
 		return nil, err
@@ -71,23 +72,23 @@ func (r *Resolver) UniqueCounts(ctx context.Context, columns []string, startDate
 
 // selection turns the shared arguments of distinct_values and unique_counts into the columns
 // and the record filter, within the limits; the filter itself is validated when compiled.
-func (r *Resolver) selection(columns []string, startDate, endDate string, useOr *bool, filters []*Filter) ([]Column, RecordFilter, error) {
-	if err := r.limits.CheckColumns(len(columns)); err != nil {
-		return nil, RecordFilter{}, err
+func (r *Resolver) selection(columns []string, startDate, endDate string, useOr *bool, filters []*records.Filter) ([]records.Column, records.RecordFilter, error) {
+	if err := r.limits.Records.CheckColumns("columns", len(columns)); err != nil {
+		return nil, records.RecordFilter{}, err
 	}
-	f, err := r.limits.Records(startDate, endDate, useOr, filters)
+	f, err := r.limits.Records.Records(startDate, endDate, useOr, filters)
 	if err != nil {
-		return nil, RecordFilter{}, err
+		return nil, records.RecordFilter{}, err
 	}
-	cols, err := ResolveColumns(columns)
+	cols, err := records.ResolveColumns(columns)
 	if err != nil {
-		return nil, RecordFilter{}, err
+		return nil, records.RecordFilter{}, err
 	}
 	return cols, f, nil
 }
 
-func (r *Resolver) RecordSeries(ctx context.Context, startDate string, endDate string, bucket TimeBucket, groupBy *string, useOr *bool, filters []*Filter) ([]*SeriesPoint, error) {
-	f, err := r.limits.Records(startDate, endDate, useOr, filters)
+func (r *Resolver) RecordSeries(ctx context.Context, startDate string, endDate string, bucket TimeBucket, groupBy *string, useOr *bool, filters []*records.Filter) ([]*SeriesPoint, error) {
+	f, err := r.limits.Records.Records(startDate, endDate, useOr, filters)
 	if err != nil {
 		return nil, err
 	}
@@ -97,8 +98,8 @@ func (r *Resolver) RecordSeries(ctx context.Context, startDate string, endDate s
 	return gqlfield.List(ctx, r.repo.SeriesList(req, r.limits), false)
 }
 
-func (r *Resolver) RecordStats(ctx context.Context, startDate string, endDate string, measure string, groupBy []string, bucket *TimeBucket, percentiles []float64, target *float64, useOr *bool, filters []*Filter) ([]*MeasureStats, error) {
-	f, err := r.limits.Records(startDate, endDate, useOr, filters)
+func (r *Resolver) RecordStats(ctx context.Context, startDate string, endDate string, measure string, groupBy []string, bucket *TimeBucket, percentiles []float64, target *float64, useOr *bool, filters []*records.Filter) ([]*MeasureStats, error) {
+	f, err := r.limits.Records.Records(startDate, endDate, useOr, filters)
 	if err != nil {
 		return nil, err
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/emsanalytics/emsquery/modules/records"
 	"github.com/emsanalytics/emsquery/platform/apierr"
 	"github.com/emsanalytics/emsquery/platform/database"
 	"github.com/emsanalytics/emsquery/platform/gqlfield"
@@ -32,7 +33,7 @@ func (SeriesPoint) PlainJSON() {}
 
 // SeriesRequest is record_series' arguments.
 type SeriesRequest struct {
-	Records RecordFilter
+	Records records.RecordFilter
 	Bucket  TimeBucket
 	GroupBy *string // a catalog column; nil: no grouping
 }
@@ -40,9 +41,9 @@ type SeriesRequest struct {
 // seriesStatement is a validated SeriesRequest as one SQL statement.
 type seriesStatement struct {
 	sql    string
-	args   Args
+	args   records.Args
 	bucket bucketSpec
-	group  *Column
+	group  *records.Column
 	// buckets is the number of buckets; with group, each value of the column has that many
 	// points.
 	buckets int64
@@ -84,19 +85,19 @@ ORDER BY p.b, p.v ASC NULLS LAST`
 func buildSeries(req SeriesRequest, lim Limits) (seriesStatement, error) {
 	spec, ok := req.Bucket.spec()
 	if !ok {
-		return seriesStatement{}, apierr.BadInput("bucket: %s is not a TimeBucket", quote(string(req.Bucket)))
+		return seriesStatement{}, apierr.BadInput("bucket: %s is not a TimeBucket", records.Quote(string(req.Bucket)))
 	}
-	var args Args
+	var args records.Args
 	cond, err := req.Records.Compile(&args)
 	if err != nil {
 		return seriesStatement{}, err
 	}
 	// Compile accepted both dates.
-	start, _ := ParseDate("start_date", req.Records.StartDate)
-	end, _ := ParseDate("end_date", req.Records.EndDate)
+	start, _ := records.ParseDate("start_date", req.Records.StartDate)
+	end, _ := records.ParseDate("end_date", req.Records.EndDate)
 	st := seriesStatement{bucket: spec, buckets: spec.count(start, end)}
 	if req.GroupBy != nil {
-		g, err := column("group_by", *req.GroupBy)
+		g, err := records.ResolveColumn("group_by", *req.GroupBy)
 		if err != nil {
 			return seriesStatement{}, err
 		}

@@ -67,7 +67,7 @@ func (e env) expectSeries(t *testing.T, c seriesCase) []seriesPoint {
 		inBucket = `to_char(sel.occurred_at, ` + format + `::text)::integer = g.b`
 		label = `g.b::text`
 	}
-	sel := `SELECT * FROM ` + records + ` WHERE ` + where
+	sel := `SELECT * FROM ` + recordsView + ` WHERE ` + where
 	var q string
 	if c.groupBy == "" {
 		q = `WITH sel AS (` + sel + `), g AS (` + buckets + `)
@@ -188,7 +188,7 @@ func TestRecordSeriesCountsEveryRecordOnce(t *testing.T) {
 				}
 				var inRange int64
 				where, args := c.sel.where()
-				if err := e.pool.QueryRow(t.Context(), `SELECT count(*) FROM `+records+` WHERE `+where, args...).Scan(&inRange); err != nil {
+				if err := e.pool.QueryRow(t.Context(), `SELECT count(*) FROM `+recordsView+` WHERE `+where, args...).Scan(&inRange); err != nil {
 					t.Fatal(err)
 				}
 				if total != inRange || (int64(len(d.RecordSeries)) > inRange && zeros == 0) {

@@ -10,11 +10,12 @@ import (
 
 	"github.com/emsanalytics/emsquery/internal/fixture"
 	"github.com/emsanalytics/emsquery/internal/pgtest"
+	"github.com/emsanalytics/emsquery/modules/records"
 )
 
-func mustColumns(t *testing.T, names ...string) []Column {
+func mustColumns(t *testing.T, names ...string) []records.Column {
 	t.Helper()
-	cols, err := ResolveColumns(names)
+	cols, err := records.ResolveColumns(names)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -24,9 +25,9 @@ func mustColumns(t *testing.T, names ...string) []Column {
 // One statement for any number of columns; joins only when a column needs them; values only as
 // parameters.
 func TestPerColumnSQLShape(t *testing.T) {
-	f := RecordFilter{StartDate: "2024-03-01", EndDate: "2024-03-31", UseOr: true, Filters: []Filter{
-		{Column: "station", Value: ptr("' OR 1=1 --"), Operator: Equals},
-		{Column: "distance", Value: ptr("9.5"), Operator: GreaterThan},
+	f := records.RecordFilter{StartDate: "2024-03-01", EndDate: "2024-03-31", UseOr: true, Filters: []records.Filter{
+		{Column: "station", Value: ptr("' OR 1=1 --"), Operator: records.Equals},
+		{Column: "distance", Value: ptr("9.5"), Operator: records.GreaterThan},
 	}}
 	for _, counted := range []bool{false, true} {
 		q, args, err := perColumnSQL(mustColumns(t, "distance", "station", "occurred_at", "transported"), f, counted)
@@ -55,7 +56,7 @@ func TestPerColumnSQLShape(t *testing.T) {
 			t.Errorf("not ordered by column position (then count when counted): %s", q)
 		}
 
-		q, _, err = perColumnSQL(mustColumns(t, "age"), RecordFilter{StartDate: "2024-03-01", EndDate: "2024-03-31"}, counted)
+		q, _, err = perColumnSQL(mustColumns(t, "age"), records.RecordFilter{StartDate: "2024-03-01", EndDate: "2024-03-31"}, counted)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -87,14 +88,14 @@ func TestStatementsOnPostgres(t *testing.T) {
 	}
 	defer conn.Close(ctx)
 
-	f := RecordFilter{StartDate: "2024-03-01", EndDate: "2024-03-31", Filters: []Filter{
-		{Column: "distance", Value: ptr("9.5"), Operator: GreaterThanOrEqual},
-		{Column: "occurred_at", Value: ptr("2024-03-01 00:00:00"), Operator: GreaterThan},
-		{Column: "transported", Value: ptr("TRUE"), Operator: Equals},
-		{Column: "age", Value: ptr("18"), Operator: GreaterThan},
-		{Column: "callsign", Value: ptr("AMB 1-2"), Operator: LessThanOrEqual},
+	f := records.RecordFilter{StartDate: "2024-03-01", EndDate: "2024-03-31", Filters: []records.Filter{
+		{Column: "distance", Value: ptr("9.5"), Operator: records.GreaterThanOrEqual},
+		{Column: "occurred_at", Value: ptr("2024-03-01 00:00:00"), Operator: records.GreaterThan},
+		{Column: "transported", Value: ptr("TRUE"), Operator: records.Equals},
+		{Column: "age", Value: ptr("18"), Operator: records.GreaterThan},
+		{Column: "callsign", Value: ptr("AMB 1-2"), Operator: records.LessThanOrEqual},
 	}}
-	cols := Columns()
+	cols := records.Columns()
 	for _, counted := range []bool{false, true} {
 		q, args, err := perColumnSQL(cols, f, counted)
 		if err != nil {
@@ -112,7 +113,7 @@ func TestStatementsOnPostgres(t *testing.T) {
 	if _, err := conn.Exec(ctx, "SET enable_seqscan = off"); err != nil {
 		t.Fatal(err)
 	}
-	q, args, err := perColumnSQL(mustColumns(t, "station"), RecordFilter{StartDate: "2024-03-01", EndDate: "2024-03-31"}, true)
+	q, args, err := perColumnSQL(mustColumns(t, "station"), records.RecordFilter{StartDate: "2024-03-01", EndDate: "2024-03-31"}, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,12 +149,12 @@ func TestSeriesAndStatsStatementsOnPostgres(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close(ctx)
-	lim := Limits{Columns: 20, Filters: 50, FilterValues: 1000, PageSize: 1000, SeriesPoints: 50000}
-	rf := RecordFilter{StartDate: "2024-02-20", EndDate: "2025-01-10", Filters: []Filter{
-		{Column: "station", Operator: In, Values: []string{"Central", "North Harbour"}},
-		{Column: "age", Operator: IsNotNull},
+	lim := Limits{Records: records.Limits{Columns: 20, Filters: 50, FilterValues: 1000}, SeriesPoints: 50000}
+	rf := records.RecordFilter{StartDate: "2024-02-20", EndDate: "2025-01-10", Filters: []records.Filter{
+		{Column: "station", Operator: records.In, Values: []string{"Central", "North Harbour"}},
+		{Column: "age", Operator: records.IsNotNull},
 	}, UseOr: true}
-	explain := func(q string, args Args) string {
+	explain := func(q string, args records.Args) string {
 		t.Helper()
 		rows, err := conn.Query(ctx, "EXPLAIN "+q, args...)
 		if err != nil {
@@ -165,7 +166,7 @@ func TestSeriesAndStatsStatementsOnPostgres(t *testing.T) {
 		}
 		return strings.Join(plan, "\n")
 	}
-	run := func(q string, args Args) {
+	run := func(q string, args records.Args) {
 		t.Helper()
 		rows, err := conn.Query(ctx, q, args...)
 		if err != nil {
@@ -223,7 +224,7 @@ func TestSeriesAndStatsStatementsOnPostgres(t *testing.T) {
 	// Over the limit, the points are never computed.
 	small := lim
 	small.SeriesPoints = 30
-	over, err := buildSeries(SeriesRequest{Records: rf, Bucket: Day, GroupBy: &station}, Limits{SeriesPoints: 1000, Filters: 50, FilterValues: 10})
+	over, err := buildSeries(SeriesRequest{Records: rf, Bucket: Day, GroupBy: &station}, Limits{SeriesPoints: 1000, Records: records.Limits{Filters: 50, FilterValues: 10}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,8 +33,8 @@ func start(t *testing.T) env {
 	return env{svc: servicetest.Start(t, db, nil), pool: db.Pool(t)}
 }
 
-// records is every record with the attributes its keys reach, under the queryable names.
-const records = `(SELECT f.*, res.callsign, res.resource_id, pat.gender, pat.age
+// recordsView is every record with the attributes its keys reach, under the queryable names.
+const recordsView = `(SELECT f.*, res.callsign, res.resource_id, pat.gender, pat.age
   FROM fact_record f
   LEFT JOIN dim_resource res ON res.sk_resource = f.sk_resource
   LEFT JOIN dim_patient pat ON pat.sk_patient = f.sk_patient) AS rec`
@@ -122,7 +122,7 @@ func (e env) expectDistinct(t *testing.T, s selection) []distinctValue {
 	for _, c := range s.uniqueColumns() {
 		// Qualified, so that ORDER BY sorts the typed column, not the text output of the same name.
 		id := pgx.Identifier{"rec", c}.Sanitize()
-		q := fmt.Sprintf(`SELECT %[1]s::text AS v FROM %[2]s WHERE %[3]s GROUP BY %[1]s ORDER BY %[1]s ASC NULLS LAST`, id, records, where)
+		q := fmt.Sprintf(`SELECT %[1]s::text AS v FROM %[2]s WHERE %[3]s GROUP BY %[1]s ORDER BY %[1]s ASC NULLS LAST`, id, recordsView, where)
 		for _, v := range queryRows(t, e.pool, q, args, pgx.RowTo[*string]) {
 			out = append(out, distinctValue{Column: c, Value: v})
 		}
@@ -136,7 +136,7 @@ func (e env) expectUnique(t *testing.T, s selection) []uniqueCount {
 	where, args := s.where()
 	for _, c := range s.uniqueColumns() {
 		id := pgx.Identifier{"rec", c}.Sanitize()
-		q := fmt.Sprintf(`SELECT count(*) AS n, %[1]s::text AS v FROM %[2]s WHERE %[3]s GROUP BY %[1]s ORDER BY count(*) DESC, %[1]s ASC NULLS LAST`, id, records, where)
+		q := fmt.Sprintf(`SELECT count(*) AS n, %[1]s::text AS v FROM %[2]s WHERE %[3]s GROUP BY %[1]s ORDER BY count(*) DESC, %[1]s ASC NULLS LAST`, id, recordsView, where)
 		for _, r := range queryRows(t, e.pool, q, args, pgx.RowToStructByPos[struct {
 			N int64
 			V *string
@@ -370,7 +370,7 @@ func TestValuesRoundTripAsFilters(t *testing.T) {
 					t.Errorf("%s EQUALS %q: distinct_values %s", c, v, show(got.DistinctValues))
 				}
 				var sqlCount int64
-				q := fmt.Sprintf(`SELECT count(*) FROM %s WHERE occurred_at::date BETWEEN $1::date AND $2::date AND %s::text = $3`, records, pgx.Identifier{c}.Sanitize())
+				q := fmt.Sprintf(`SELECT count(*) FROM %s WHERE occurred_at::date BETWEEN $1::date AND $2::date AND %s::text = $3`, recordsView, pgx.Identifier{c}.Sanitize())
 				if err := e.pool.QueryRow(context.Background(), q, from, to, v).Scan(&sqlCount); err != nil {
 					t.Fatal(err)
 				}

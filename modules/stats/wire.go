@@ -3,4 +3,4 @@ package stats
 
 import "github.com/google/wire"
 
-var ProviderSet = wire.NewSet(NewRepository, NewResolver, NewSubscriptions, NewLimits)
+var ProviderSet = wire.NewSet(NewRepository, NewResolver, NewSubscriptions)

@@ -8,7 +8,7 @@
 //
 // Freshness: every answer is kept under the data version (an epoch, see versions) current when
 // its computation started, and served only while that version is still current. The version
-// comes from database.Watch: a connection of its own to each database host that reads the
+// comes from changes.Snapshot: a connection of its own to each database host that reads the
 // server's data version (the snapshot of its writing transactions on a primary, the replay
 // position on a standby) every CACHE__MAX_STALENESS/2 and listens for NOTIFY on
 // CACHE__NOTIFY_CHANNEL; with several hosts a change on any of them starts a new version, and
@@ -34,7 +34,7 @@ import (
 
 	"go.opentelemetry.io/otel/metric"
 
-	"github.com/emsanalytics/emsquery/platform/config"
+	"github.com/emsanalytics/emsquery/platform/changes"
 	"github.com/emsanalytics/emsquery/platform/database"
 )
 
@@ -58,10 +58,18 @@ type Cache struct {
 	metrics  *cacheMetrics
 }
 
+// Options are the cache's settings.
+type Options struct {
+	Enabled       bool          // CACHE__ENABLED
+	MaxStaleness  time.Duration // CACHE__MAX_STALENESS
+	MaxBytes      int64         // CACHE__MAX_BYTES
+	NotifyChannel string        // CACHE__NOTIFY_CHANNEL; empty: no LISTEN
+}
+
 // New starts the cache (its watch connection) unless CACHE__ENABLED is false, in which case it
 // returns a nil Cache: nothing is kept and nothing runs. The cleanup stops the watch.
-func New(cfg config.Cache, db *database.DB, log *slog.Logger, mp metric.MeterProvider) (*Cache, func(), error) {
-	if !cfg.Enabled {
+func New(o Options, db *database.DB, log *slog.Logger, mp metric.MeterProvider) (*Cache, func(), error) {
+	if !o.Enabled {
 		log.Info("cache: off (CACHE__ENABLED=false)")
 		return nil, func() {}, nil
 	}
@@ -73,17 +81,18 @@ func New(cfg config.Cache, db *database.DB, log *slog.Logger, mp metric.MeterPro
 	if err != nil {
 		return nil, nil, err
 	}
-	c.store = newStore(int64(cfg.MaxBytes), c.metrics.evicted)
-	staleness := cfg.MaxStaleness.Duration()
-	c.versions = newVersions(db.Hosts(), staleness, log, c.metrics.invalidated)
+	c.store = newStore(o.MaxBytes, c.metrics.evicted)
+	staleness := o.MaxStaleness
+	source := changes.NewSnapshot(db, o.NotifyChannel, max(staleness/2, minPollInterval))
+	c.versions = newVersions(source.Hosts(), staleness, log, c.metrics.invalidated)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		db.Watch(ctx, string(cfg.NotifyChannel), max(staleness/2, minPollInterval), c.versions)
+		source.Watch(ctx, c.versions)
 	}()
-	log.Info("cache: on", "max_staleness", staleness.String(), "max_bytes", int64(cfg.MaxBytes),
-		"notify_channel", string(cfg.NotifyChannel))
+	log.Info("cache: on", "max_staleness", staleness.String(), "max_bytes", o.MaxBytes,
+		"notify_channel", o.NotifyChannel)
 	return c, func() {
 		cancel()
 		<-done

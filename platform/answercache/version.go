@@ -8,8 +8,8 @@ import (
 )
 
 // versions is the data version answers are kept under: an epoch that starts anew whenever the
-// data may have changed. It is what database.Watch reports to (see that for what moves the
-// version). An answer computed while epoch e was current is served only while e still is.
+// data may have changed. It is what the change source (changes.Snapshot) reports to (see that
+// for what moves the version). An answer computed while epoch e was current is served only while e still is.
 //
 // Freshness: a poll sent at time p reflects every commit made before p. An epoch is current
 // only while its latest poll was sent less than the staleness bound ago, so a commit made more

@@ -25,9 +25,8 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/emsanalytics/emsquery/platform/apierr"
-	"github.com/emsanalytics/emsquery/platform/config"
-	"github.com/emsanalytics/emsquery/platform/httpbridge"
 	"github.com/emsanalytics/emsquery/platform/requestctx"
+	"github.com/emsanalytics/emsquery/platform/responsebody"
 )
 
 // inFlightRetryAfter is the Retry-After of a request refused for its key's max_in_flight: when
@@ -107,32 +106,45 @@ type Checker struct {
 	reloadFailures metric.Int64Counter
 }
 
+// Options are the AUTHENTICATION__* settings.
+type Options struct {
+	Header            string        // AUTHENTICATION__API_KEY_HEADER
+	APIKey            string        // AUTHENTICATION__API_KEY, valid for every scope; empty: none
+	KeysFile          string        // AUTHENTICATION__API_KEYS_FILE; empty: none
+	PollInterval      time.Duration // AUTHENTICATION__API_KEYS_POLL_INTERVAL; 0: reload on SIGHUP only
+	FailuresPerMinute int           // AUTHENTICATION__FAILURES_PER_MINUTE; 0: no bound
+}
+
+// MinKeyLength is the length of AUTHENTICATION__API_KEY below which the service warns at
+// start-up.
+const MinKeyLength = 32
+
 // NewChecker returns the checker for the settings, with the keys file read (an error names
 // AUTHENTICATION__API_KEYS_FILE and stops the start) and watched for changes and SIGHUP until the
-// cleanup. A key in AUTHENTICATION__API_KEY shorter than config.MinKeyLength is accepted (the
+// cleanup. A key in AUTHENTICATION__API_KEY shorter than MinKeyLength is accepted (the
 // specification has a short default) with a warning that never shows the key. mp counts failed
 // reloads of the keys file.
-func NewChecker(a config.Authentication, log *slog.Logger, mp metric.MeterProvider) (*Checker, func(), error) {
+func NewChecker(a Options, log *slog.Logger, mp metric.MeterProvider) (*Checker, func(), error) {
 	reloadFailures, err := newReloadFailures(mp)
 	if err != nil {
 		return nil, nil, err
 	}
-	if a.WeakKey() {
+	if a.APIKey != "" && len(a.APIKey) < MinKeyLength {
 		log.Warn("AUTHENTICATION__API_KEY is shorter than 32 characters; choose a long random value",
-			"min_length", config.MinKeyLength)
+			"min_length", MinKeyLength)
 	}
-	h := string(a.APIKeyHeader)
+	h := a.Header
 	c := &Checker{
 		header:   h,
 		bearerOK: strings.EqualFold(h, fiber.HeaderAuthorization),
 		log:      log,
-		file:     strings.TrimSpace(a.APIKeysFile),
-		poll:     time.Duration(a.APIKeysPollInterval) * time.Second,
+		file:     strings.TrimSpace(a.KeysFile),
+		poll:     a.PollInterval,
 		failures: newFailureLimiter(int(a.FailuresPerMinute), log),
 
 		reloadFailures: reloadFailures,
 	}
-	if k := a.APIKey.Reveal(); k != "" {
+	if k := a.APIKey; k != "" {
 		c.fallback = &key{name: DefaultKeyName, digest: sha256.Sum256([]byte(k)), scopes: scopeSet(1<<len(AllScopes) - 1)}
 	}
 	var seen [sha256.Size]byte
@@ -186,7 +198,7 @@ func (c *Checker) presented(ctx *fiber.Ctx) string {
 
 // CarriesKey says whether the request headers h carry a valid key, of any scope, in the
 // configured header. It is asked before any of the request's body is read (a body that comes
-// without a valid key is not read at all: platform/httpbridge's HeaderReceived), so it counts no
+// without a valid key is not read at all: platform/requestbody's HeaderReceived), so it counts no
 // failure and checks no address: the key check of the route (Require) does both, and refuses.
 func (c *Checker) CarriesKey(h *fasthttp.RequestHeader) bool {
 	v := h.Peek(c.header)
@@ -337,7 +349,7 @@ func remoteIP(ctx *fiber.Ctx) netip.Addr {
 
 // inFlight runs the rest of the request as one of k's max_in_flight, or refuses it with 429
 // when that many are running. The request counts until its response has been sent: a GraphQL
-// answer may stream long after the handler returned (httpbridge.AfterBody tells when it ends).
+// answer may stream long after the handler returned (responsebody.AfterBody tells when it ends).
 func (c *Checker) inFlight(ctx *fiber.Ctx, k *key, g *grant, refuse Refuse) error {
 	running := k.running
 	if n := running.Add(1); n > int64(k.maxInFlight) {
@@ -359,7 +371,7 @@ func (c *Checker) inFlight(ctx *fiber.Ctx, k *key, g *grant, refuse Refuse) erro
 		}
 	}()
 	err := ctx.Next()
-	httpbridge.AfterBody(ctx, func(int64, error) { leave() })
+	responsebody.AfterBody(ctx, func(int64, error) { leave() })
 	handedOver = true
 	return err
 }

@@ -23,8 +23,7 @@ type Config struct {
 	Security       Security
 	Authentication Authentication
 	Log            Log
-	Metrics        Metrics
-	Traces         Traces
+	OTel           OTel
 	Limits         Limits
 	Cache          Cache
 }
@@ -207,78 +206,59 @@ type LogFile struct {
 	MaxFiles Count  `env:"LOG__FILE__MAX_FILES" env-default:"15"`
 }
 
-// Metrics holds the OpenTelemetry variables the service itself acts on. The SDK's exporters and
-// resource read the rest of the standard OTEL_* variables (headers, certificates, timeouts,
-// temporality, OTEL_RESOURCE_ATTRIBUTES) on their own; the ones here that they also read are
-// kept only to decide what to build and what to log.
-type Metrics struct {
-	Exporters      string `env:"OTEL_METRICS_EXPORTER" env-default:"otlp"`
-	PrometheusHost string `env:"OTEL_EXPORTER_PROMETHEUS_HOST" env-default:"localhost"`
-	PrometheusPort Port   `env:"OTEL_EXPORTER_PROMETHEUS_PORT" env-default:"9464"`
+// OTel holds the OpenTelemetry variables the service itself acts on, for metrics and traces
+// alike, each declared once. The SDK's exporters, resource and batch processor read the rest of
+// the standard OTEL_* variables (headers, certificates, timeouts, temporality, OTEL_BSP_*) on
+// their own; the ones here that they also read (the sampler, the protocols and endpoints,
+// OTEL_RESOURCE_ATTRIBUTES) are checked at start-up, so that a bad value stops the start instead
+// of being ignored, and decide what to build and log.
+type OTel struct {
 	// SDKDisabled is OTEL_SDK_DISABLED: true turns every exporter off.
-	SDKDisabled string `env:"OTEL_SDK_DISABLED"`
+	SDKDisabled      string `env:"OTEL_SDK_DISABLED"`
+	MetricsExporters string `env:"OTEL_METRICS_EXPORTER" env-default:"otlp"`
+	TracesExporters  string `env:"OTEL_TRACES_EXPORTER" env-default:"otlp"`
+	PrometheusHost   string `env:"OTEL_EXPORTER_PROMETHEUS_HOST" env-default:"localhost"`
+	PrometheusPort   Port   `env:"OTEL_EXPORTER_PROMETHEUS_PORT" env-default:"9464"`
+	Sampler          string `env:"OTEL_TRACES_SAMPLER"`
+	SamplerArg       string `env:"OTEL_TRACES_SAMPLER_ARG"`
 	// ResourceAttributes is quoted in the error when the SDK cannot parse it.
 	ResourceAttributes string `env:"OTEL_RESOURCE_ATTRIBUTES"`
-	OTLP               OTLP
-}
-
-// OTLP is what the start-up log says about the OTLP exporter: its protocol (which exporter to
-// build), endpoint and interval. The signal-specific variable wins over the general one.
-type OTLP struct {
+	// The signal-specific variable wins over the general one.
 	Protocol        string `env:"OTEL_EXPORTER_OTLP_PROTOCOL"`
 	MetricsProtocol string `env:"OTEL_EXPORTER_OTLP_METRICS_PROTOCOL"`
+	TracesProtocol  string `env:"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"`
 	Endpoint        string `env:"OTEL_EXPORTER_OTLP_ENDPOINT"`
 	MetricsEndpoint string `env:"OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"`
+	TracesEndpoint  string `env:"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"`
 	ExportInterval  string `env:"OTEL_METRIC_EXPORT_INTERVAL"`
 }
-
-// Disabled says whether OTEL_SDK_DISABLED is true.
-func (m Metrics) Disabled() bool { return sdkDisabled(m.SDKDisabled) }
 
 func sdkDisabled(v string) bool {
 	b, _ := strconv.ParseBool(strings.TrimSpace(v))
 	return b
 }
 
-// Traces holds the OpenTelemetry variables for traces that the service acts on. The SDK reads
-// the sampler (OTEL_TRACES_SAMPLER, OTEL_TRACES_SAMPLER_ARG), the batch processor's OTEL_BSP_*
-// and the exporter's OTEL_EXPORTER_OTLP_* itself; the ones here are checked at start-up, so that
-// a bad value stops the start instead of being ignored, and decide what to build and log.
-type Traces struct {
-	Exporters   string `env:"OTEL_TRACES_EXPORTER" env-default:"otlp"`
-	SDKDisabled string `env:"OTEL_SDK_DISABLED"`
-	Sampler     string `env:"OTEL_TRACES_SAMPLER"`
-	SamplerArg  string `env:"OTEL_TRACES_SAMPLER_ARG"`
-	// ResourceAttributes is quoted in the error when the SDK cannot parse it.
-	ResourceAttributes string `env:"OTEL_RESOURCE_ATTRIBUTES"`
-	// The signal-specific variable wins over the general one.
-	Protocol       string `env:"OTEL_EXPORTER_OTLP_PROTOCOL"`
-	TracesProtocol string `env:"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"`
-	Endpoint       string `env:"OTEL_EXPORTER_OTLP_ENDPOINT"`
-	TracesEndpoint string `env:"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"`
-}
-
 // Disabled says whether OTEL_SDK_DISABLED is true.
-func (t Traces) Disabled() bool { return sdkDisabled(t.SDKDisabled) }
+func (o OTel) Disabled() bool { return sdkDisabled(o.SDKDisabled) }
 
-// Enabled says whether traces are exported: OTEL_TRACES_EXPORTER names otlp and the SDK is not
-// disabled.
-func (t Traces) Enabled() bool {
-	on, _ := t.exporter()
-	return on && !t.Disabled()
+// TracesEnabled says whether traces are exported: OTEL_TRACES_EXPORTER names otlp and the SDK
+// is not disabled.
+func (o OTel) TracesEnabled() bool {
+	on, _ := o.TracesOTLP()
+	return on && !o.Disabled()
 }
 
-// exporter reads OTEL_TRACES_EXPORTER: otlp (the SDK's default) or none, or a comma list of
+// TracesOTLP reads OTEL_TRACES_EXPORTER: otlp (the SDK's default) or none, or a comma list of
 // them; true when otlp is among them.
-func (t Traces) exporter() (bool, error) {
+func (o OTel) TracesOTLP() (bool, error) {
 	otlp := false
-	for _, name := range strings.Split(t.Exporters, ",") {
+	for _, name := range strings.Split(o.TracesExporters, ",") {
 		switch strings.ToLower(strings.TrimSpace(name)) {
 		case "", "none":
 		case "otlp":
 			otlp = true
 		default:
-			return false, fmt.Errorf("OTEL_TRACES_EXPORTER: %q is not otlp or none", t.Exporters)
+			return false, fmt.Errorf("OTEL_TRACES_EXPORTER: %q is not otlp or none", o.TracesExporters)
 		}
 	}
 	return otlp, nil
@@ -293,18 +273,18 @@ var samplers = map[string]bool{
 
 // checkSampler refuses a sampler or ratio that the SDK would otherwise ignore with a log line
 // nobody reads, falling back to sampling everything.
-func (t Traces) checkSampler() []string {
-	name := strings.ToLower(strings.TrimSpace(t.Sampler))
+func (o OTel) checkSampler() []string {
+	name := strings.ToLower(strings.TrimSpace(o.Sampler))
 	if name == "" {
 		return nil
 	}
 	ratio, ok := samplers[name]
 	if !ok {
-		return []string{fmt.Sprintf("OTEL_TRACES_SAMPLER: %q is not one of always_on, always_off, traceidratio, parentbased_always_on, parentbased_always_off, parentbased_traceidratio", t.Sampler)}
+		return []string{fmt.Sprintf("OTEL_TRACES_SAMPLER: %q is not one of always_on, always_off, traceidratio, parentbased_always_on, parentbased_always_off, parentbased_traceidratio", o.Sampler)}
 	}
-	if arg := strings.TrimSpace(t.SamplerArg); ratio && arg != "" {
+	if arg := strings.TrimSpace(o.SamplerArg); ratio && arg != "" {
 		if f, err := strconv.ParseFloat(arg, 64); err != nil || f < 0 || f > 1 {
-			return []string{fmt.Sprintf("OTEL_TRACES_SAMPLER_ARG: %q is not a ratio between 0 and 1", t.SamplerArg)}
+			return []string{fmt.Sprintf("OTEL_TRACES_SAMPLER_ARG: %q is not a ratio between 0 and 1", o.SamplerArg)}
 		}
 	}
 	return nil
@@ -334,7 +314,8 @@ func (d Database) Endpoints() []Endpoint {
 	return out
 }
 
-// MinKeyLength is the key length below which the service warns at start-up.
+// MinKeyLength is the key length below which the service warns at start-up
+// (platform/auth's MinKeyLength).
 const MinKeyLength = 32
 
 // EnvFile is the path of an env file to read; empty means ".env" in the working folder when
@@ -439,25 +420,25 @@ func (c *Config) validate() error {
 	if c.App.MaxConnections < 1 {
 		errs = append(errs, fmt.Sprintf("APP__MAX_CONNECTIONS: %d; the service needs at least 1 connection", c.App.MaxConnections))
 	}
-	if _, err := c.Metrics.ExporterList(); err != nil {
+	if _, err := c.OTel.MetricsExporterList(); err != nil {
 		errs = append(errs, err.Error())
 	}
-	if _, err := c.Traces.exporter(); err != nil {
+	if _, err := c.OTel.TracesOTLP(); err != nil {
 		errs = append(errs, err.Error())
 	}
-	errs = append(errs, c.Traces.checkSampler()...)
+	errs = append(errs, c.OTel.checkSampler()...)
 	if len(errs) > 0 {
 		return errors.New(strings.Join(errs, "; "))
 	}
 	return nil
 }
 
-// ExporterList returns the metric exporters named by OTEL_METRICS_EXPORTER, deduplicated;
-// an empty list means none.
-func (m Metrics) ExporterList() ([]string, error) {
+// MetricsExporterList returns the metric exporters named by OTEL_METRICS_EXPORTER,
+// deduplicated; an empty list means none.
+func (o OTel) MetricsExporterList() ([]string, error) {
 	var out []string
 	seen := map[string]bool{}
-	for _, name := range strings.Split(m.Exporters, ",") {
+	for _, name := range strings.Split(o.MetricsExporters, ",") {
 		name = strings.ToLower(strings.TrimSpace(name))
 		switch name {
 		case "", "none":
@@ -468,7 +449,7 @@ func (m Metrics) ExporterList() ([]string, error) {
 				out = append(out, name)
 			}
 		default:
-			return nil, fmt.Errorf("OTEL_METRICS_EXPORTER: %q is not otlp, prometheus, none or a comma list of them", m.Exporters)
+			return nil, fmt.Errorf("OTEL_METRICS_EXPORTER: %q is not otlp, prometheus, none or a comma list of them", o.MetricsExporters)
 		}
 	}
 	return out, nil

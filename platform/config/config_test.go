@@ -58,8 +58,8 @@ func TestDefaults(t *testing.T) {
 		{"LIMITS__MAX_STREAMED_ANSWERS", cfg.Limits.MaxStreamedAnswers, config.Count(5)},
 		{"AUTHENTICATION__API_KEYS_FILE", cfg.Authentication.APIKeysFile, ""},
 		{"AUTHENTICATION__API_KEYS_POLL_INTERVAL", cfg.Authentication.APIKeysPollInterval, config.Count(1)},
-		{"OTEL_TRACES_EXPORTER", cfg.Traces.Exporters, "otlp"},
-		{"traces enabled", cfg.Traces.Enabled(), true},
+		{"OTEL_TRACES_EXPORTER", cfg.OTel.TracesExporters, "otlp"},
+		{"traces enabled", cfg.OTel.TracesEnabled(), true},
 		{"DATABASE__HOST", cfg.Database.Hosts, config.Hosts{"localhost"}},
 		{"DATABASE__PORT", cfg.Database.Ports, config.Ports{5432}},
 		{"DATABASE__TARGET_SESSION_ATTRS", cfg.Database.TargetSessionAttrs, config.TargetAny},
@@ -87,9 +87,9 @@ func TestDefaults(t *testing.T) {
 		{"LOG__FILE__FILENAME", cfg.Log.File.Filename, "service.log"},
 		{"LOG__FILE__MAX_SIZE", cfg.Log.File.MaxSize, config.Bytes(10485760)},
 		{"LOG__FILE__MAX_FILES", cfg.Log.File.MaxFiles, config.Count(15)},
-		{"OTEL_METRICS_EXPORTER", cfg.Metrics.Exporters, "otlp"},
-		{"OTEL_EXPORTER_PROMETHEUS_HOST", cfg.Metrics.PrometheusHost, "localhost"},
-		{"OTEL_EXPORTER_PROMETHEUS_PORT", cfg.Metrics.PrometheusPort, config.Port(9464)},
+		{"OTEL_METRICS_EXPORTER", cfg.OTel.MetricsExporters, "otlp"},
+		{"OTEL_EXPORTER_PROMETHEUS_HOST", cfg.OTel.PrometheusHost, "localhost"},
+		{"OTEL_EXPORTER_PROMETHEUS_PORT", cfg.OTel.PrometheusPort, config.Port(9464)},
 		{"LIMITS__MAX_QUERY_DEPTH", cfg.Limits.QueryDepth, config.Count(15)},
 		{"LIMITS__MAX_QUERY_COMPLEXITY", cfg.Limits.QueryComplexity, config.Count(1000)},
 		{"LIMITS__MAX_COLUMNS", cfg.Limits.Columns, config.Count(20)},
@@ -143,12 +143,12 @@ func TestValuesAreParsed(t *testing.T) {
 	if !reflect.DeepEqual(cfg.Security.CORS.AllowOrigins, config.Origins{"https://a.example.org", "http://b.example.org:8080"}) {
 		t.Errorf("origins = %v", cfg.Security.CORS.AllowOrigins)
 	}
-	if got, _ := cfg.Metrics.ExporterList(); !reflect.DeepEqual(got, []string{"prometheus", "otlp"}) {
+	if got, _ := cfg.OTel.MetricsExporterList(); !reflect.DeepEqual(got, []string{"prometheus", "otlp"}) {
 		t.Errorf("exporters = %v", got)
 	}
 	for _, none := range []string{"none", "", " none "} {
-		m := config.Metrics{Exporters: none}
-		if got, err := m.ExporterList(); err != nil || len(got) != 0 {
+		m := config.OTel{MetricsExporters: none}
+		if got, err := m.MetricsExporterList(); err != nil || len(got) != 0 {
 			t.Errorf("ExporterList(%q) = %v, %v; want none", none, got, err)
 		}
 	}
@@ -343,8 +343,8 @@ func TestTraceSettings(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%v: %v", c.env, err)
 		}
-		if cfg.Traces.Enabled() != c.enabled {
-			t.Errorf("%v: enabled %v, want %v", c.env, cfg.Traces.Enabled(), c.enabled)
+		if cfg.OTel.TracesEnabled() != c.enabled {
+			t.Errorf("%v: enabled %v, want %v", c.env, cfg.OTel.TracesEnabled(), c.enabled)
 		}
 	}
 	setenv(t, map[string]string{"AUTHENTICATION__API_KEY": "k", "OTEL_TRACES_SAMPLER": "traceidratio", "OTEL_TRACES_SAMPLER_ARG": "2"})

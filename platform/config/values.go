@@ -175,7 +175,7 @@ func (b *Switch) SetValue(s string) error {
 // LogLevel is one of the specification's level names.
 type LogLevel slog.Level
 
-// LevelCritical sits above slog's Error level; it is logged with the name CRITICAL.
+// LevelCritical sits above slog's Error level, as platform/logging's, which names it CRITICAL.
 const LevelCritical = slog.LevelError + 4
 
 func (l *LogLevel) SetValue(s string) error {

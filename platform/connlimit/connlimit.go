@@ -11,7 +11,7 @@
 // as the bound holds, which for a client that trickles bytes is as long as it likes.
 // fasthttp's Server.Concurrency accepts the connection, writes a 503 and closes it, but only
 // after handing it to a worker, and counts connections being served, not the descriptors the
-// process holds (a connection closing gracefully in platform/httpbridge's Lingering still holds
+// process holds (a connection closing gracefully in platform/serverconn's Lingering still holds
 // one).
 package connlimit
 

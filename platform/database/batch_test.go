@@ -15,7 +15,6 @@ import (
 
 	"github.com/emsanalytics/emsquery/internal/pgtest"
 	"github.com/emsanalytics/emsquery/platform/apierr"
-	"github.com/emsanalytics/emsquery/platform/config"
 )
 
 // A row committed by another session while a batch runs, between two of its statements, is
@@ -80,11 +79,11 @@ func TestBatchReadsOneSnapshot(t *testing.T) {
 func TestBatchStatementTimeout(t *testing.T) {
 	t.Parallel()
 	cfg, c, _ := clusterConfig(t)
-	cfg.Limits.StatementTimeout = config.Seconds(600 * time.Millisecond)
+	cfg.Limits.StatementTimeout = 600 * time.Millisecond
 	direct, _ := open(t, cfg)
 	pgb := pgtest.NewPgBouncer(t, c)
 	pooled := *cfg
-	pooled.Database.Hosts, pooled.Database.Ports = config.Hosts{pgb.Host()}, config.Ports{config.Port(pgb.Port())}
+	pooled.Database.Hosts, pooled.Database.Ports = []string{pgb.Host()}, []int{pgb.Port()}
 	pooled.Database.TransactionPooling = true
 	viaBouncer, _ := open(t, &pooled)
 

@@ -22,7 +22,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/emsanalytics/emsquery/platform/apierr"
-	"github.com/emsanalytics/emsquery/platform/config"
 )
 
 // DB is the service's pool. Repositories run their statements through its helpers (Collect,
@@ -42,7 +41,7 @@ type DB struct {
 	// session is what every statement's transaction starts with behind a transaction pooler
 	// (DATABASE__TRANSACTION_POOLING); empty when the session settings travel at connect.
 	session   sessionSettings
-	endpoints []config.Endpoint
+	endpoints []Endpoint
 	// preferStandby: DATABASE__TARGET_SESSION_ATTRS=prefer-standby, under which the pool falls
 	// back to any host (CheckHosts).
 	preferStandby bool
@@ -52,7 +51,7 @@ type DB struct {
 // reports 503, while the database is down. The pool's statistics, the waits for a connection and
 // the repositories' operations are measured on mp; every statement is a span of tp's. Every
 // statement runs with LIMITS__STATEMENT_TIMEOUT as its statement_timeout.
-func Open(d config.Database, limits config.Limits, log *slog.Logger, mp metric.MeterProvider, tp trace.TracerProvider) (*DB, func(), error) {
+func Open(d Options, limits Timeouts, log *slog.Logger, mp metric.MeterProvider, tp trace.TracerProvider) (*DB, func(), error) {
 	pc, err := PoolConfig(d, limits)
 	if err != nil {
 		return nil, nil, err
@@ -77,14 +76,14 @@ func Open(d config.Database, limits config.Limits, log *slog.Logger, mp metric.M
 		"load_balance_hosts", string(d.LoadBalanceHosts), "transaction_pooling", bool(d.TransactionPooling),
 		"database", d.Name, "user", d.Username, "schema", d.Schema,
 		"ssl_mode", string(d.TLSMode()), "tls", plan.String(), "pool_size", int(d.PoolSize), "max_overflow", int(d.MaxOverflow),
-		"statement_timeout", limits.StatementTimeout.Duration().String())
+		"statement_timeout", limits.StatementTimeout.String())
 	warnTLS(d, plan, log)
 	reach := newReachability(pool, log, len(eps))
-	db := &DB{pool: pool, gate: newFairGate(int(pc.MaxConns)), poolTimeout: d.PoolTimeout.Duration(), metrics: m, reach: reach, spans: newStatementSpans(tp, d),
-		statementTimeout: limits.StatementTimeout.Duration(), exportTimeout: limits.ExportTimeout.Duration(),
-		endpoints: eps, preferStandby: d.TargetSessionAttrs == config.TargetPreferStandby}
+	db := &DB{pool: pool, gate: newFairGate(int(pc.MaxConns)), poolTimeout: d.PoolTimeout, metrics: m, reach: reach, spans: newStatementSpans(tp, d),
+		statementTimeout: limits.StatementTimeout, exportTimeout: limits.ExportTimeout,
+		endpoints: eps, preferStandby: d.TargetSessionAttrs == TargetPreferStandby}
 	if d.TransactionPooling {
-		db.session = newSessionSettings(d.Schema, limits.StatementTimeout.Duration())
+		db.session = newSessionSettings(d.Schema, limits.StatementTimeout)
 	}
 	return db, func() { reach.close(); pool.Close() }, nil
 }
@@ -118,7 +117,7 @@ const (
 // are startup parameters of every connection; behind a transaction pooler only those the pooler
 // keeps for each client (DateStyle, application_name) are, and the others start every
 // transaction instead (see sessionSettings).
-func PoolConfig(d config.Database, limits config.Limits) (*pgxpool.Config, error) {
+func PoolConfig(d Options, limits Timeouts) (*pgxpool.Config, error) {
 	eps := d.Endpoints()
 	if len(eps) == 0 {
 		return nil, errors.New("database config: no host")
@@ -132,7 +131,7 @@ func PoolConfig(d config.Database, limits config.Limits) (*pgxpool.Config, error
 	}
 	cc := pc.ConnConfig
 	if _, ok := d.Params["passfile"]; !ok || d.Password != "" {
-		cc.Password = d.Password.Reveal()
+		cc.Password = d.Password
 	}
 	if _, ok := d.Params["connect_timeout"]; !ok {
 		cc.ConnectTimeout = connectTimeout
@@ -141,13 +140,13 @@ func PoolConfig(d config.Database, limits config.Limits) (*pgxpool.Config, error
 		}
 	}
 	cc.ValidateConnect = validateConnect(d.TargetSessionAttrs)
-	if d.LoadBalanceHosts == config.LoadBalanceRandom && len(eps) > 1 {
+	if d.LoadBalanceHosts == LoadBalanceRandom && len(eps) > 1 {
 		pc.BeforeConnect = func(_ context.Context, cc *pgx.ConnConfig) error {
 			shuffleHosts(&cc.Config)
 			return nil
 		}
 	}
-	if d.TargetSessionAttrs == config.TargetPreferStandby && len(eps) > 1 {
+	if d.TargetSessionAttrs == TargetPreferStandby && len(eps) > 1 {
 		pc.AfterConnect, pc.AfterRelease = markFallback, keepUnlessStaleFallback
 	}
 	// Runtime parameters from PG* variables (PGOPTIONS, PGAPPNAME) are dropped: a pooler would
@@ -167,7 +166,7 @@ func PoolConfig(d config.Database, limits config.Limits) (*pgxpool.Config, error
 		cc.RuntimeParams["search_path"] = pgx.Identifier{d.Schema}.Sanitize()
 		// Nothing the service does should ever write; make the database refuse if it tried.
 		cc.RuntimeParams["default_transaction_read_only"] = "on"
-		cc.RuntimeParams["statement_timeout"] = milliseconds(limits.StatementTimeout.Duration())
+		cc.RuntimeParams["statement_timeout"] = milliseconds(limits.StatementTimeout)
 	}
 	// Every statement is sent as an unnamed prepared statement (parse, bind and execute in one
 	// round trip; pgx caches only the result description). PostgreSQL then plans each execution
@@ -181,7 +180,7 @@ func PoolConfig(d config.Database, limits config.Limits) (*pgxpool.Config, error
 
 	pc.MinConns = int32(d.PoolSize)
 	pc.MaxConns = int32(d.PoolSize + d.MaxOverflow)
-	pc.MaxConnLifetime = d.PoolRecycle.Duration()
+	pc.MaxConnLifetime = d.PoolRecycle
 	pc.MaxConnLifetimeJitter = pc.MaxConnLifetime / 10
 	// Connections above POOL_SIZE are the overflow: close them soon after the burst.
 	pc.MaxConnIdleTime = time.Minute
@@ -232,15 +231,15 @@ const pingTimeout = 2 * time.Second
 // pooler that setting travels with each transaction instead, so there read-only accepts the
 // hosts that are read-only by themselves. standby and prefer-standby ask the server whether it
 // is in recovery.
-func validateConnect(t config.TargetSessionAttrs) pgconn.ValidateConnectFunc {
+func validateConnect(t TargetSessionAttrs) pgconn.ValidateConnectFunc {
 	switch t {
-	case config.TargetReadOnly:
+	case TargetReadOnly:
 		return pgconn.ValidateConnectTargetSessionAttrsReadOnly
-	case config.TargetPrimary:
+	case TargetPrimary:
 		return pgconn.ValidateConnectTargetSessionAttrsPrimary
-	case config.TargetStandby:
+	case TargetStandby:
 		return pgconn.ValidateConnectTargetSessionAttrsStandby
-	case config.TargetPreferStandby:
+	case TargetPreferStandby:
 		return pgconn.ValidateConnectTargetSessionAttrsPreferStandby
 	default:
 		return nil

@@ -24,30 +24,34 @@ import (
 	"github.com/emsanalytics/emsquery/internal/pgtest"
 	"github.com/emsanalytics/emsquery/internal/servicetest"
 	"github.com/emsanalytics/emsquery/platform/apierr"
-	"github.com/emsanalytics/emsquery/platform/config"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
-// testConfig is the service's configuration for a database on host:port, with the defaults of
-// the settings the tests do not care about.
-func testConfig(host string, port int, name, password string) *config.Config {
-	return &config.Config{
-		Database: config.Database{
-			Hosts: config.Hosts{host}, Ports: config.Ports{config.Port(port)}, Name: name, Username: "postgres", Password: config.Secret(password),
+// settings are the pool's options and timeouts, as the service passes them to Open.
+type settings struct {
+	Database Options
+	Limits   Timeouts
+}
+
+// testConfig is the service's settings for a database on host:port, with the defaults of the
+// settings the tests do not care about.
+func testConfig(host string, port int, name, password string) *settings {
+	return &settings{
+		Database: Options{
+			Hosts: []string{host}, Ports: []int{port}, Name: name, Username: "postgres", Password: password,
 			Schema: "public", PoolSize: 1, MaxOverflow: 0,
-			PoolTimeout: config.Seconds(30 * time.Second), PoolRecycle: config.Seconds(30 * time.Minute),
+			PoolTimeout: 30 * time.Second, PoolRecycle: 30 * time.Minute,
 		},
-		Limits: config.Limits{
-			StatementTimeout: config.Seconds(30 * time.Second),
-			ExportTimeout:    config.Seconds(600 * time.Second),
-			RequestTimeout:   config.Seconds(60 * time.Second),
+		Limits: Timeouts{
+			StatementTimeout: 30 * time.Second,
+			ExportTimeout:    600 * time.Second,
 		},
 	}
 }
 
 // open opens the service's pool with cfg and closes it at cleanup.
-func open(t *testing.T, cfg *config.Config) (*DB, *servicetest.Buffer) {
+func open(t *testing.T, cfg *settings) (*DB, *servicetest.Buffer) {
 	t.Helper()
 	logs := &servicetest.Buffer{}
 	db, cleanup, err := Open(cfg.Database, cfg.Limits, slog.New(slog.NewTextHandler(logs, nil)), noop.NewMeterProvider(), tracenoop.NewTracerProvider())
@@ -59,7 +63,7 @@ func open(t *testing.T, cfg *config.Config) (*DB, *servicetest.Buffer) {
 }
 
 // clusterConfig is testConfig for a fresh database of the shared cluster.
-func clusterConfig(t *testing.T) (*config.Config, *pgtest.Cluster, string) {
+func clusterConfig(t *testing.T) (*settings, *pgtest.Cluster, string) {
 	t.Helper()
 	c := pgtest.Shared(t)
 	name := pgtest.NewDatabase(t, c)
@@ -90,7 +94,7 @@ func show(t *testing.T, db *DB, setting string) string {
 func TestStatementTimeout(t *testing.T) {
 	t.Parallel()
 	cfg, _, _ := clusterConfig(t)
-	cfg.Limits.StatementTimeout = config.Seconds(500 * time.Millisecond)
+	cfg.Limits.StatementTimeout = 500 * time.Millisecond
 	db, _ := open(t, cfg)
 	if got := show(t, db, "statement_timeout"); got != "500ms" {
 		t.Errorf("statement_timeout = %q, want 500ms (LIMITS__STATEMENT_TIMEOUT)", got)
@@ -196,8 +200,8 @@ func (w *failingWriter) Write(p []byte) (int, error) {
 func TestCopyToUsesTheExportTimeout(t *testing.T) {
 	t.Parallel()
 	cfg, c, name := clusterConfig(t)
-	cfg.Limits.StatementTimeout = config.Seconds(300 * time.Millisecond)
-	cfg.Limits.ExportTimeout = config.Seconds(5 * time.Second)
+	cfg.Limits.StatementTimeout = 300 * time.Millisecond
+	cfg.Limits.ExportTimeout = 5 * time.Second
 	db, _ := open(t, cfg) // one connection: every step below uses the same session
 	ctx := context.Background()
 	copyOnce := func(w io.Writer, q string) (int64, error) {
@@ -228,8 +232,8 @@ func TestCopyToUsesTheExportTimeout(t *testing.T) {
 
 	// An export past LIMITS__EXPORT_TIMEOUT: TIMEOUT naming it.
 	short := *cfg
-	short.Limits.StatementTimeout = config.Seconds(10 * time.Second)
-	short.Limits.ExportTimeout = config.Seconds(300 * time.Millisecond)
+	short.Limits.StatementTimeout = 10 * time.Second
+	short.Limits.ExportTimeout = 300 * time.Millisecond
 	db2, _ := open(t, &short)
 	start := time.Now()
 	_, err = db2.CopyTo(ctx, "export", io.Discard, "COPY (SELECT pg_sleep(5)) TO STDOUT")
@@ -317,8 +321,8 @@ func TestFailFastWhileUnreachable(t *testing.T) {
 	t.Parallel()
 	cfg, c, _ := clusterConfig(t)
 	proxy := newSwitchProxy(t, net.JoinHostPort(c.Host(), fmt.Sprint(c.Port())))
-	cfg.Database.Ports = config.Ports{config.Port(proxy.port())}
-	cfg.Database.PoolTimeout = config.Seconds(2 * time.Second)
+	cfg.Database.Ports = []int{proxy.port()}
+	cfg.Database.PoolTimeout = 2 * time.Second
 	db, logs := open(t, cfg)
 	ctx := context.Background()
 	if err := db.Ping(ctx); err != nil {
@@ -377,7 +381,7 @@ func TestFailFastWhileUnreachable(t *testing.T) {
 func TestBusyPoolIsNotAnOutage(t *testing.T) {
 	t.Parallel()
 	cfg, _, _ := clusterConfig(t)
-	cfg.Database.PoolTimeout = config.Seconds(300 * time.Millisecond)
+	cfg.Database.PoolTimeout = 300 * time.Millisecond
 	db, _ := open(t, cfg)
 	ctx := context.Background()
 	conn, err := db.acquire(ctx) // the only connection

@@ -101,3 +101,28 @@ func checkHost(ctx context.Context, cc *pgx.ConnConfig, validate pgconn.Validate
 	}
 	return HostOK
 }
+
+// Hosts is how many database hosts are configured.
+func (db *DB) Hosts() int { return len(db.endpoints) }
+
+// HostConnConfigs returns a connection config for each configured host, in their order, for
+// connections of their own beside the pool (the change source's): built from the pool's
+// settings, so that they reach the same servers with the same credentials and TLS, each to its
+// one host.
+func (db *DB) HostConnConfigs() []*pgx.ConnConfig {
+	base := db.pool.Config().ConnConfig
+	if len(db.endpoints) < 2 {
+		return []*pgx.ConnConfig{base.Copy()}
+	}
+	out := make([]*pgx.ConnConfig, len(db.endpoints))
+	for i := range db.endpoints {
+		cc := base.Copy()
+		if i > 0 {
+			fb := base.Fallbacks[i-1]
+			cc.Host, cc.Port, cc.TLSConfig = fb.Host, fb.Port, fb.TLSConfig
+		}
+		cc.Fallbacks, cc.ValidateConnect = nil, nil
+		out[i] = cc
+	}
+	return out
+}

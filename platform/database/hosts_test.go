@@ -7,8 +7,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/emsanalytics/emsquery/platform/config"
 )
 
 // hungHost accepts TCP connections and never answers: a server that hangs, or an address whose
@@ -50,8 +48,8 @@ func TestHungHostIsPassedOver(t *testing.T) {
 	t.Parallel()
 	cfg, c, _ := clusterConfig(t)
 	hung := hungHost(t)
-	cfg.Database.Hosts = config.Hosts{"127.0.0.1", c.Host()}
-	cfg.Database.Ports = config.Ports{config.Port(hung), config.Port(c.Port())}
+	cfg.Database.Hosts = []string{"127.0.0.1", c.Host()}
+	cfg.Database.Ports = []int{hung, c.Port()}
 	cfg.Database.PoolSize = 0
 	cfg.Database.MaxOverflow = 1
 	db, logs := open(t, cfg)

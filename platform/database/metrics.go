@@ -15,7 +15,6 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/emsanalytics/emsquery/platform/apierr"
-	"github.com/emsanalytics/emsquery/platform/config"
 )
 
 // meterName is the instrumentation scope of the pool's and the queries' instruments.
@@ -52,7 +51,7 @@ type poolMetrics struct {
 type opKey struct{ op, errType string }
 
 // poolName is host:port/database, with every host:port of a list, comma separated.
-func poolName(d config.Database) string {
+func poolName(d Options) string {
 	var b strings.Builder
 	for i, e := range d.Endpoints() {
 		if i > 0 {
@@ -65,7 +64,7 @@ func poolName(d config.Database) string {
 
 // newPoolMetrics creates the instruments on mp and registers the callback that reads the
 // pool's statistics at each collection.
-func newPoolMetrics(mp metric.MeterProvider, d config.Database, pool *pgxpool.Pool) (*poolMetrics, error) {
+func newPoolMetrics(mp metric.MeterProvider, d Options, pool *pgxpool.Pool) (*poolMetrics, error) {
 	meter := mp.Meter(meterName)
 	poolName := attribute.String("db.client.connection.pool.name", poolName(d))
 	m := &poolMetrics{
@@ -132,6 +131,12 @@ func (m *poolMetrics) acquired(ctx context.Context, start time.Time, timedOut bo
 }
 
 // operation records one repository operation that started at start and ended with err.
+// Measure records a statement run on a connection outside the pool (the change source's poll)
+// in db.client.operation.duration, as the pool's helpers record theirs.
+func (db *DB) Measure(ctx context.Context, op string, start time.Time, err error) {
+	db.metrics.operation(ctx, op, start, err)
+}
+
 func (m *poolMetrics) operation(ctx context.Context, op string, start time.Time, err error) {
 	m.opDuration.Record(ctx, time.Since(start).Seconds(), m.attrs(op, errorType(ctx, err))...)
 }

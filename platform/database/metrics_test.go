@@ -11,7 +11,6 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	"github.com/emsanalytics/emsquery/platform/apierr"
-	"github.com/emsanalytics/emsquery/platform/config"
 )
 
 // The measurements on a query's path allocate nothing of their own with the real SDK: the
@@ -19,7 +18,7 @@ import (
 func TestMetricsAllocateNothing(t *testing.T) {
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
 	defer func() { _ = mp.Shutdown(context.Background()) }()
-	m, err := newPoolMetrics(mp, config.Database{Hosts: config.Hosts{"db"}, Ports: config.Ports{5432}, Name: "analytics"}, nil)
+	m, err := newPoolMetrics(mp, Options{Hosts: []string{"db"}, Ports: []int{5432}, Name: "analytics"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

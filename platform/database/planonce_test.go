@@ -14,7 +14,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/emsanalytics/emsquery/internal/pgtest"
-	"github.com/emsanalytics/emsquery/platform/config"
 )
 
 func TestPlanOnce(t *testing.T) {
@@ -27,7 +26,7 @@ func TestPlanOnce(t *testing.T) {
 	direct, _ := open(t, cfg) // one connection: every statement runs on the same session
 	pgb := pgtest.NewPgBouncer(t, c)
 	pooled := *cfg
-	pooled.Database.Hosts, pooled.Database.Ports = config.Hosts{pgb.Host()}, config.Ports{config.Port(pgb.Port())}
+	pooled.Database.Hosts, pooled.Database.Ports = []string{pgb.Host()}, []int{pgb.Port()}
 	pooled.Database.TransactionPooling = true
 	viaBouncer, _ := open(t, &pooled)
 

@@ -8,8 +8,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-
-	"github.com/emsanalytics/emsquery/platform/config"
 )
 
 // hostsOf lists a configuration's host:port in the order pgconn tries them, with the TLS
@@ -41,7 +39,7 @@ func hostsOf(cc *pgconn.Config) []string {
 
 func TestPoolConfigHosts(t *testing.T) {
 	d := testConfig("db1", 5432, "analytics", "pw").Database
-	d.Hosts, d.Ports = config.Hosts{"db1", "db2", "/run/postgresql"}, config.Ports{5432, 5433, 5434}
+	d.Hosts, d.Ports = []string{"db1", "db2", "/run/postgresql"}, []int{5432, 5433, 5434}
 	d.Encrypt, d.TrustServerCertificate = true, false
 	pc, err := PoolConfig(d, testConfig("", 0, "", "").Limits)
 	if err != nil {
@@ -60,7 +58,7 @@ func TestPoolConfigHosts(t *testing.T) {
 	}
 
 	// random shuffles each new connection's copy, never the pool's own configuration.
-	d.LoadBalanceHosts, d.TargetSessionAttrs = config.LoadBalanceRandom, config.TargetStandby
+	d.LoadBalanceHosts, d.TargetSessionAttrs = LoadBalanceRandom, TargetStandby
 	pc, err = PoolConfig(d, testConfig("", 0, "", "").Limits)
 	if err != nil {
 		t.Fatal(err)
@@ -120,7 +118,7 @@ func TestPoolConfigSessionSettings(t *testing.T) {
 	if got := pc.ConnConfig.RuntimeParams; !reflect.DeepEqual(got, want) {
 		t.Errorf("startup parameters behind a pooler %v, want %v", got, want)
 	}
-	s := newSessionSettings(cfg.Database.Schema, cfg.Limits.StatementTimeout.Duration())
+	s := newSessionSettings(cfg.Database.Schema, cfg.Limits.StatementTimeout)
 	if want := `BEGIN READ ONLY; SET LOCAL search_path TO "Ana ""lytics"""; SET LOCAL statement_timeout = 30000`; s.begin != want {
 		t.Errorf("begin %q, want %q", s.begin, want)
 	}

@@ -13,7 +13,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/emsanalytics/emsquery/platform/config"
 	"github.com/emsanalytics/emsquery/platform/requestctx"
 )
 
@@ -227,7 +226,7 @@ func TestRequestLimitBoundsConnections(t *testing.T) {
 func TestRequestLimitWaitEndsWithTheRequest(t *testing.T) {
 	t.Parallel()
 	cfg, _, _ := clusterConfig(t)
-	cfg.Database.PoolSize, cfg.Database.PoolTimeout = 2, config.Seconds(100*time.Millisecond)
+	cfg.Database.PoolSize, cfg.Database.PoolTimeout = 2, 100*time.Millisecond
 	db, _ := open(t, cfg)
 	ctx, cancel := context.WithTimeout(WithRequestLimit(context.Background(), 1), 2*time.Second)
 	defer cancel()

@@ -9,8 +9,6 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	semconv "go.opentelemetry.io/otel/semconv/v1.37.0"
 	"go.opentelemetry.io/otel/trace"
-
-	"github.com/emsanalytics/emsquery/platform/config"
 )
 
 // tracerName is the instrumentation scope of the statements' spans.
@@ -32,7 +30,7 @@ type statementSpans struct {
 	base   []attribute.KeyValue
 }
 
-func newStatementSpans(tp trace.TracerProvider, d config.Database) statementSpans {
+func newStatementSpans(tp trace.TracerProvider, d Options) statementSpans {
 	return statementSpans{
 		tracer: tp.Tracer(tracerName),
 		base:   []attribute.KeyValue{semconv.DBSystemNamePostgreSQL, semconv.DBNamespace(d.Name)},

@@ -14,8 +14,6 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
-
-	"github.com/emsanalytics/emsquery/platform/config"
 )
 
 // tlsFiles are the certificate files the connections use: the settings' files, or none where
@@ -23,13 +21,13 @@ import (
 // root certificate; under the specification's DATABASE__TRUST_SERVER_CERTIFICATE=yes none
 // either, since libpq's require would verify the chain with one; under disable no client
 // certificate. Unused files are warned about (warnTLS), not read.
-func tlsFiles(d config.Database) (rootCert, cert, key string) {
+func tlsFiles(d Options) (rootCert, cert, key string) {
 	mode := d.TLSMode()
-	if mode == config.SSLDisable {
+	if mode == SSLDisable {
 		return "", "", ""
 	}
 	rootCert = d.SSLRootCert
-	if mode == config.SSLAllow || mode == config.SSLPrefer || d.SSLMode == "" && mode == config.SSLRequire {
+	if mode == SSLAllow || mode == SSLPrefer || d.SSLMode == "" && mode == SSLRequire {
 		rootCert = ""
 	}
 	return rootCert, d.SSLCert, d.SSLKey
@@ -41,7 +39,7 @@ func tlsFiles(d config.Database) (rootCert, cert, key string) {
 // (~/.postgresql/root.crt and postgresql.crt, PGSSLROOTCERT and the other PGSSL* variables) add
 // nothing that the settings did not say; passfile too, so that ~/.pgpass is read only when
 // DATABASE_URL names one. The password is not in it (PoolConfig sets it as a field).
-func connString(d config.Database) string {
+func connString(d Options) string {
 	params := map[string]string{"passfile": ""}
 	for k, v := range d.Params {
 		params[k] = v
@@ -79,7 +77,7 @@ func connString(d config.Database) string {
 
 // checkFiles reads the certificate files the connections use, so that a missing, unreadable or
 // mismatched one stops the start with its setting's name (pgconn's own errors name none).
-func checkFiles(d config.Database) error {
+func checkFiles(d Options) error {
 	rootCert, cert, key := tlsFiles(d)
 	if rootCert != "" && rootCert != "system" { // system: the system's roots, as in libpq
 		pemBytes, err := os.ReadFile(rootCert)
@@ -229,7 +227,7 @@ func (p tlsPlan) String() string {
 // operator who set them believes they act. An unverified server can be impersonated by whoever
 // can intercept the traffic, who then reads every answer and the password; under allow and
 // prefer the traffic may be plain text as well.
-func warnTLS(d config.Database, p tlsPlan, log *slog.Logger) {
+func warnTLS(d Options, p tlsPlan, log *slog.Logger) {
 	mode := d.TLSMode()
 	// What chose the mode, as the messages name it.
 	because := "DATABASE__SSL_MODE=" + string(mode)
@@ -257,7 +255,7 @@ func warnTLS(d config.Database, p tlsPlan, log *slog.Logger) {
 	rootCert, cert, _ := tlsFiles(d)
 	if strings.TrimSpace(d.SSLRootCert) != "" && rootCert == "" {
 		why := "no certificate is checked"
-		if mode == config.SSLDisable {
+		if mode == SSLDisable {
 			why = "the connection is not encrypted"
 		}
 		log.Warn(d.Origin("DATABASE__SSL_ROOT_CERT")+" is set but ignored: with "+because+" "+why,

@@ -14,7 +14,6 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/emsanalytics/emsquery/internal/pgtest"
-	"github.com/emsanalytics/emsquery/platform/config"
 )
 
 // pki writes a CA's certificate and a client certificate with its key to a temporary folder.
@@ -74,11 +73,11 @@ func TestPoolConfigTLSModes(t *testing.T) {
 	p := newPKI(t)
 	limits := testConfig("", 0, "", "").Limits
 	base := testConfig("db1", 5432, "analytics", "").Database
-	base.Hosts, base.Ports = config.Hosts{"db1", "db2", "/run/postgresql"}, config.Ports{5432, 5433, 5434}
+	base.Hosts, base.Ports = []string{"db1", "db2", "/run/postgresql"}, []int{5432, 5433, 5434}
 	type pair struct{ encrypt, trust bool }
 	for _, c := range []struct {
 		name     string
-		mode     config.SSLMode
+		mode     SSLMode
 		pair     pair
 		root     bool // DATABASE__SSL_ROOT_CERT set
 		cert     bool // DATABASE__SSL_CERT and DATABASE__SSL_KEY set
@@ -91,18 +90,18 @@ func TestPoolConfigTLSModes(t *testing.T) {
 		{"ENCRYPT=yes TRUST=no", "", pair{true, false}, true, true, []string{"tls full db1 +root +cert"}, []string{"tls full db2 +root +cert"}, "on, certificate verified, client certificate"},
 		{"ENCRYPT=yes TRUST=no, system roots", "", pair{true, false}, false, false, []string{"tls full db1"}, []string{"tls full db2"}, "on, certificate verified"},
 		// DATABASE__SSL_MODE wins over the pair.
-		{"disable", config.SSLDisable, pair{true, false}, true, true, []string{"plain"}, []string{"plain"}, "off"},
-		{"allow", config.SSLAllow, pair{false, false}, true, false, []string{"plain", "tls none"}, []string{"plain", "tls none"}, "only when the server requires it (plain first), certificate not verified"},
-		{"prefer", config.SSLPrefer, pair{false, false}, false, true, []string{"tls none +cert", "plain"}, []string{"tls none +cert", "plain"}, "when the server offers it (else plain), certificate not verified, client certificate"},
-		{"require", config.SSLRequire, pair{false, false}, false, false, []string{"tls none"}, []string{"tls none"}, "on, certificate not verified"},
+		{"disable", SSLDisable, pair{true, false}, true, true, []string{"plain"}, []string{"plain"}, "off"},
+		{"allow", SSLAllow, pair{false, false}, true, false, []string{"plain", "tls none"}, []string{"plain", "tls none"}, "only when the server requires it (plain first), certificate not verified"},
+		{"prefer", SSLPrefer, pair{false, false}, false, true, []string{"tls none +cert", "plain"}, []string{"tls none +cert", "plain"}, "when the server offers it (else plain), certificate not verified, client certificate"},
+		{"require", SSLRequire, pair{false, false}, false, false, []string{"tls none"}, []string{"tls none"}, "on, certificate not verified"},
 		// libpq: require with a root certificate is verify-ca.
-		{"require with a root certificate", config.SSLRequire, pair{false, false}, true, false, []string{"tls chain +root"}, []string{"tls chain +root"}, "on, certificate chain verified, host name not checked"},
-		{"verify-ca", config.SSLVerifyCA, pair{true, true}, true, true, []string{"tls chain +root +cert"}, []string{"tls chain +root +cert"}, "on, certificate chain verified, host name not checked, client certificate"},
-		{"verify-full", config.SSLVerifyFull, pair{true, true}, true, true, []string{"tls full db1 +root +cert"}, []string{"tls full db2 +root +cert"}, "on, certificate verified, client certificate"},
+		{"require with a root certificate", SSLRequire, pair{false, false}, true, false, []string{"tls chain +root"}, []string{"tls chain +root"}, "on, certificate chain verified, host name not checked"},
+		{"verify-ca", SSLVerifyCA, pair{true, true}, true, true, []string{"tls chain +root +cert"}, []string{"tls chain +root +cert"}, "on, certificate chain verified, host name not checked, client certificate"},
+		{"verify-full", SSLVerifyFull, pair{true, true}, true, true, []string{"tls full db1 +root +cert"}, []string{"tls full db2 +root +cert"}, "on, certificate verified, client certificate"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			d := base
-			d.SSLMode, d.Encrypt, d.TrustServerCertificate = c.mode, config.Switch(c.pair.encrypt), config.Switch(c.pair.trust)
+			d.SSLMode, d.Encrypt, d.TrustServerCertificate = c.mode, bool(c.pair.encrypt), bool(c.pair.trust)
 			if c.root {
 				d.SSLRootCert = p.root
 			}
@@ -140,7 +139,7 @@ func TestPoolConfigTLSModes(t *testing.T) {
 // host is still tried with TLS first, then plain.
 func TestShuffleKeepsEachHostsAttempts(t *testing.T) {
 	d := testConfig("db1", 5432, "analytics", "").Database
-	d.Hosts, d.Ports, d.SSLMode, d.LoadBalanceHosts = config.Hosts{"db1", "db2", "db3"}, config.Ports{5432}, config.SSLPrefer, config.LoadBalanceRandom
+	d.Hosts, d.Ports, d.SSLMode, d.LoadBalanceHosts = []string{"db1", "db2", "db3"}, []int{5432}, SSLPrefer, LoadBalanceRandom
 	pc, err := PoolConfig(d, testConfig("", 0, "", "").Limits)
 	if err != nil {
 		t.Fatal(err)
@@ -202,7 +201,7 @@ func TestPoolConfigIgnoresLibpqDefaults(t *testing.T) {
 	if got, want := attempts(&cc.Config), []string{"db1:5432 tls none"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("attempts %q, want %q (no root certificate, no client certificate, no plain fallback)", got, want)
 	}
-	if cc.Database != d.Name || cc.User != d.Username || cc.Password != d.Password.Reveal() {
+	if cc.Database != d.Name || cc.User != d.Username || cc.Password != d.Password {
 		t.Errorf("database %q, user %q, password %q", cc.Database, cc.User, cc.Password)
 	}
 	if cc.ValidateConnect != nil || cc.ConnectTimeout != connectTimeout {
@@ -244,20 +243,20 @@ func TestPoolConfigTLSFileErrors(t *testing.T) {
 	}
 	for _, c := range []struct {
 		name string
-		set  func(d *config.Database)
+		set  func(d *Options)
 		want string
 	}{
-		{"missing root certificate", func(d *config.Database) { d.SSLRootCert = "/nonexistent/root.crt" }, "DATABASE__SSL_ROOT_CERT: open /nonexistent/root.crt"},
-		{"root certificate from the URL", func(d *config.Database) {
+		{"missing root certificate", func(d *Options) { d.SSLRootCert = "/nonexistent/root.crt" }, "DATABASE__SSL_ROOT_CERT: open /nonexistent/root.crt"},
+		{"root certificate from the URL", func(d *Options) {
 			d.SSLRootCert, d.FromURL = "/nonexistent/root.crt", map[string]bool{"DATABASE__SSL_ROOT_CERT": true}
 		}, "DATABASE_URL: open /nonexistent/root.crt"},
-		{"no PEM", func(d *config.Database) { d.SSLRootCert = notPEM }, "DATABASE__SSL_ROOT_CERT: \"" + notPEM + "\" holds no PEM certificate"},
-		{"missing client certificate", func(d *config.Database) { d.SSLCert, d.SSLKey = "/nonexistent/c.crt", p.key }, "DATABASE__SSL_CERT: open /nonexistent/c.crt"},
-		{"missing key", func(d *config.Database) { d.SSLCert, d.SSLKey = p.cert, "/nonexistent/c.key" }, "DATABASE__SSL_KEY: open /nonexistent/c.key"},
-		{"key of another certificate", func(d *config.Database) { d.SSLCert, d.SSLKey = p.cert, other.key }, "DATABASE__SSL_CERT and DATABASE__SSL_KEY: tls: private key does not match public key"},
+		{"no PEM", func(d *Options) { d.SSLRootCert = notPEM }, "DATABASE__SSL_ROOT_CERT: \"" + notPEM + "\" holds no PEM certificate"},
+		{"missing client certificate", func(d *Options) { d.SSLCert, d.SSLKey = "/nonexistent/c.crt", p.key }, "DATABASE__SSL_CERT: open /nonexistent/c.crt"},
+		{"missing key", func(d *Options) { d.SSLCert, d.SSLKey = p.cert, "/nonexistent/c.key" }, "DATABASE__SSL_KEY: open /nonexistent/c.key"},
+		{"key of another certificate", func(d *Options) { d.SSLCert, d.SSLKey = p.cert, other.key }, "DATABASE__SSL_CERT and DATABASE__SSL_KEY: tls: private key does not match public key"},
 	} {
 		d := testConfig("db1", 5432, "analytics", "").Database
-		d.SSLMode = config.SSLVerifyFull
+		d.SSLMode = SSLVerifyFull
 		c.set(&d)
 		_, err := PoolConfig(d, limits)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
@@ -266,7 +265,7 @@ func TestPoolConfigTLSFileErrors(t *testing.T) {
 	}
 	// Under disable no file is read: they are warned about instead.
 	d := testConfig("db1", 5432, "analytics", "").Database
-	d.SSLMode, d.SSLRootCert, d.SSLCert, d.SSLKey = config.SSLDisable, "/nonexistent/root.crt", "/nonexistent/c.crt", "/nonexistent/c.key"
+	d.SSLMode, d.SSLRootCert, d.SSLCert, d.SSLKey = SSLDisable, "/nonexistent/root.crt", "/nonexistent/c.crt", "/nonexistent/c.key"
 	if _, err := PoolConfig(d, limits); err != nil {
 		t.Errorf("disable with unused files: %v", err)
 	}
@@ -282,26 +281,26 @@ func TestTLSWarnings(t *testing.T) {
 	)
 	for _, c := range []struct {
 		name string
-		set  func(d *config.Database)
+		set  func(d *Options)
 		want []string // every WARNING message, in order
 	}{
-		{"the specification's default", func(d *config.Database) { d.Encrypt, d.TrustServerCertificate = true, true }, []string{trust}},
-		{"trust with a root certificate", func(d *config.Database) {
+		{"the specification's default", func(d *Options) { d.Encrypt, d.TrustServerCertificate = true, true }, []string{trust}},
+		{"trust with a root certificate", func(d *Options) {
 			d.Encrypt, d.TrustServerCertificate, d.SSLRootCert = true, true, p.root
 		}, []string{trust, rootIgnore}},
-		{"verified", func(d *config.Database) { d.Encrypt, d.SSLRootCert = true, p.root }, nil},
-		{"require", func(d *config.Database) { d.SSLMode = config.SSLRequire }, []string{
+		{"verified", func(d *Options) { d.Encrypt, d.SSLRootCert = true, p.root }, nil},
+		{"require", func(d *Options) { d.SSLMode = SSLRequire }, []string{
 			"DATABASE__SSL_MODE=require: the connection to the database is encrypted but the server is not verified"}},
-		{"require with a root certificate is verify-ca", func(d *config.Database) { d.SSLMode, d.SSLRootCert = config.SSLRequire, p.root }, nil},
-		{"prefer from DATABASE_URL", func(d *config.Database) {
-			d.SSLMode, d.SSLRootCert, d.FromURL = config.SSLPrefer, p.root, map[string]bool{"DATABASE__SSL_MODE": true}
+		{"require with a root certificate is verify-ca", func(d *Options) { d.SSLMode, d.SSLRootCert = SSLRequire, p.root }, nil},
+		{"prefer from DATABASE_URL", func(d *Options) {
+			d.SSLMode, d.SSLRootCert, d.FromURL = SSLPrefer, p.root, map[string]bool{"DATABASE__SSL_MODE": true}
 		}, []string{
 			"sslmode=prefer in DATABASE_URL: the connection to the database is plain text when the server offers no TLS, and the server is not verified",
 			"DATABASE__SSL_ROOT_CERT is set but ignored: with sslmode=prefer in DATABASE_URL no certificate is checked"}},
-		{"allow", func(d *config.Database) { d.SSLMode = config.SSLAllow }, []string{
+		{"allow", func(d *Options) { d.SSLMode = SSLAllow }, []string{
 			"DATABASE__SSL_MODE=allow: the connection to the database is plain text unless the server requires TLS"}},
-		{"verify-full", func(d *config.Database) { d.SSLMode, d.SSLCert, d.SSLKey = config.SSLVerifyFull, p.cert, p.key }, nil},
-		{"ENCRYPT=no with files", func(d *config.Database) { d.SSLRootCert, d.SSLCert, d.SSLKey = p.root, p.cert, p.key }, []string{
+		{"verify-full", func(d *Options) { d.SSLMode, d.SSLCert, d.SSLKey = SSLVerifyFull, p.cert, p.key }, nil},
+		{"ENCRYPT=no with files", func(d *Options) { d.SSLRootCert, d.SSLCert, d.SSLKey = p.root, p.cert, p.key }, []string{
 			"DATABASE__SSL_ROOT_CERT is set but ignored: with DATABASE__ENCRYPT=no the connection is not encrypted",
 			"DATABASE__SSL_CERT is set but ignored: with DATABASE__ENCRYPT=no the connection is not encrypted"}},
 	} {

@@ -24,9 +24,9 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/emsanalytics/emsquery/platform/apierr"
+	"github.com/emsanalytics/emsquery/platform/clientwatch"
 	"github.com/emsanalytics/emsquery/platform/database"
 	"github.com/emsanalytics/emsquery/platform/gqljson"
-	"github.com/emsanalytics/emsquery/platform/httpbridge"
 	"github.com/emsanalytics/emsquery/platform/keyslots"
 	"github.com/emsanalytics/emsquery/platform/requestctx"
 )
@@ -114,7 +114,7 @@ func presentError(log *slog.Logger) graphql.ErrorPresenterFunc {
 		code, msg := apierr.Classify(err)
 		switch {
 		case errors.Is(err, keyslots.ErrRefused): // answered as the refusal it is (429 or 503)
-		case httpbridge.IsClientGone(err): // nobody reads this answer; not a failure of the service
+		case clientwatch.IsClientGone(err): // nobody reads this answer; not a failure of the service
 			log.InfoContext(ctx, "graphql field cancelled: the client closed its connection", "path", gqlErr.Path.String())
 		case code == apierr.Internal || code == apierr.ServiceUnavailable || code == apierr.Timeout:
 			log.ErrorContext(ctx, "graphql field failed", "code", string(code), "error", err.Error(), "path", gqlErr.Path.String())

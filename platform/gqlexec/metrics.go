@@ -12,7 +12,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/metric/noop"
 
-	"github.com/emsanalytics/emsquery/platform/metricattrs"
+	"github.com/emsanalytics/emsquery/platform/otel"
 )
 
 // operationMetrics is the gqlgen extension that records graphql.server.operation.duration for
@@ -23,7 +23,7 @@ import (
 // what the OpenTelemetry SDK needs.
 type operationMetrics struct {
 	duration metric.Float64Histogram
-	sets     *metricattrs.Cache[operationKey]
+	sets     *otel.AttrSets[operationKey]
 }
 
 type operationKey struct {
@@ -65,7 +65,7 @@ func newOperationMetrics(o Options) *operationMetrics {
 		k.opName, k.rootFields = strings.Clone(k.opName), strings.Clone(k.rootFields)
 		return k
 	}
-	return &operationMetrics{duration: duration, sets: metricattrs.New(build, own)}
+	return &operationMetrics{duration: duration, sets: otel.NewAttrSets(build, own)}
 }
 
 func (*operationMetrics) ExtensionName() string                   { return "OperationMetrics" }

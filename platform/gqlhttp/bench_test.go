@@ -28,12 +28,13 @@ import (
 	"github.com/emsanalytics/emsquery/modules/resources"
 	"github.com/emsanalytics/emsquery/platform/gqlfield"
 	"github.com/emsanalytics/emsquery/platform/gqlhttp"
-	"github.com/emsanalytics/emsquery/platform/httpbridge"
 	"github.com/emsanalytics/emsquery/platform/keyset"
+	"github.com/emsanalytics/emsquery/platform/requestbody"
+	"github.com/emsanalytics/emsquery/platform/serverconn"
 )
 
 // The GraphQL path's costs per request, end to end on a real database: the endpoint on a Fiber
-// app configured as the server's, served on a loopback TCP listener through httpbridge.Lingering
+// app configured as the server's, served on a loopback TCP listener through serverconn.Lingering
 // (the cork, the client watch), asked by a keep-alive client that discards the body. Allocations
 // and CPU profiles (-cpuprofile) are the robust measures; the client's share is the same on
 // both sides of a comparison.
@@ -52,13 +53,13 @@ func benchServer(b *testing.B, es *gqlpublic.Config) string {
 	o := gqltest.Options()
 	o.RequestTimeout = 30 * time.Second
 	f := fiber.New(fiber.Config{DisableStartupMessage: true, WriteBufferSize: writeBufferSize, StreamRequestBody: true, DisablePreParseMultipartForm: true})
-	httpbridge.StreamBodies(f, func(*fasthttp.RequestHeader) bool { return true })
+	requestbody.StreamBodies(f, func(*fasthttp.RequestHeader) bool { return true })
 	f.All("/graphql", gqlhttp.New(gqlpublic.NewExecutableSchema(*es), o).Handlers(func(c *fiber.Ctx) error { return c.Next() })...)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
 	}
-	go func() { _ = f.Listener(httpbridge.Lingering(ln, time.Minute)) }()
+	go func() { _ = f.Listener(serverconn.Lingering(ln, time.Minute)) }()
 	b.Cleanup(func() { _ = f.Shutdown() })
 	return "http://" + ln.Addr().String() + "/graphql"
 }

@@ -16,7 +16,7 @@ import (
 
 	"github.com/emsanalytics/emsquery/platform/apierr"
 	"github.com/emsanalytics/emsquery/platform/gqlexec"
-	"github.com/emsanalytics/emsquery/platform/httpbridge"
+	"github.com/emsanalytics/emsquery/platform/requestbody"
 )
 
 // request is a GraphQL request as read, once, from the HTTP request: the parameters gqlgen
@@ -60,7 +60,7 @@ func readRequest(c *fiber.Ctx) (*request, error) {
 		switch {
 		case errors.As(err, &fe):
 			return nil, fe
-		case errors.Is(err, httpbridge.ErrBodyWithheld):
+		case errors.Is(err, requestbody.ErrBodyWithheld):
 			refuseWith(c, fiber.StatusUnauthorized, apierr.Unauthenticated, err.Error())
 		case errors.As(err, &ref):
 			refuse(c, ref.status, "%s", ref.msg)
@@ -99,7 +99,7 @@ func readPost(c *fiber.Ctx) (*request, error) {
 	}
 	// The body as received (Fiber's c.Body() would decompress it, without a bound), read as it
 	// arrives. decodeGraphQLBody keeps no reference to it.
-	body, err := httpbridge.ReadBody(c)
+	body, err := requestbody.ReadBody(c)
 	if err != nil {
 		return nil, err
 	}

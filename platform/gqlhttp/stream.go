@@ -11,8 +11,9 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/emsanalytics/emsquery/platform/clientwatch"
 	"github.com/emsanalytics/emsquery/platform/gqlexec"
-	"github.com/emsanalytics/emsquery/platform/httpbridge"
+	"github.com/emsanalytics/emsquery/platform/responsebody"
 )
 
 // The one writer a GraphQL answer is written into (gqlexec.ResponseWriter) is the stream to
@@ -32,7 +33,7 @@ var errCut = errors.New("the answer failed after its first bytes were sent")
 // answer streams by then (cause: the error what still runs fails with), or when the client
 // closes its connection, and a writer that holds the first streamAt bytes. When answer ends
 // first, its answer is sent as a whole; when it writes more, the held bytes and the rest go out
-// as a chunked body (httpbridge.SendStream), and the request context lives until answer returns.
+// as a chunked body (responsebody.SendStream), and the request context lives until answer returns.
 //
 // answer runs as a coroutine (an answerer) of the connection's goroutine: of the handler until
 // it ends or its answer outgrows streamAt (most answers end there), then of fasthttp's sending
@@ -54,7 +55,7 @@ func run(c *fiber.Ctx, timeout time.Duration, cause error, answer func(ctx conte
 	if timeout > 0 { // 0: no bound of its own (tests)
 		stopTimer = time.AfterFunc(timeout, func() { cancel(cause) }).Stop
 	}
-	stopWatch := httpbridge.WatchClient(c.Context().Conn(), cancel)
+	stopWatch := clientwatch.WatchClient(c.Context().Conn(), cancel)
 	streaming := false
 	defer func() { // also when answer panics
 		stopWatch()
@@ -76,8 +77,8 @@ func run(c *fiber.Ctx, timeout time.Duration, cause error, answer func(ctx conte
 		// that the held bytes can be too.
 		c.Response().SetBody(w.held)
 		w.release()
-		if httpbridge.IsClientGone(context.Cause(ctx)) {
-			c.Status(httpbridge.StatusClientClosedRequest)
+		if clientwatch.IsClientGone(context.Cause(ctx)) {
+			c.Status(clientwatch.StatusClientClosedRequest)
 		}
 		return
 	}
@@ -87,7 +88,7 @@ func run(c *fiber.Ctx, timeout time.Duration, cause error, answer func(ctx conte
 	stopTimer()
 	w.writeHead(c)
 	body := &streamedBody{w: w, a: a, cancel: cancel}
-	httpbridge.SendStream(c, body, body.stop)
+	responsebody.SendStream(c, body, body.stop)
 }
 
 // streamedBody is a streamed answer as fasthttp reads it: each Read hands on what the answer
@@ -148,7 +149,7 @@ func (b *streamedBody) stop() {
 	if b.done {
 		return
 	}
-	b.cancel(httpbridge.ErrClientGone)
+	b.cancel(clientwatch.ErrClientGone)
 	b.w.gone = true
 	for !b.done {
 		b.resume()
@@ -284,7 +285,7 @@ func (w *streamWriter) Write(p []byte) (int, error) {
 // hand has the body send p, and returns once it did (or the client is gone).
 func (w *streamWriter) hand(p []byte) error {
 	if w.gone {
-		return httpbridge.ErrClientGone
+		return clientwatch.ErrClientGone
 	}
 	if len(p) == 0 {
 		return nil
@@ -294,7 +295,7 @@ func (w *streamWriter) hand(p []byte) error {
 		return errCut // never resumed
 	}
 	if w.gone {
-		return httpbridge.ErrClientGone
+		return clientwatch.ErrClientGone
 	}
 	return nil
 }

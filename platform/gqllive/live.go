@@ -32,9 +32,10 @@ import (
 
 	"github.com/emsanalytics/emsquery/platform/answercache"
 	"github.com/emsanalytics/emsquery/platform/apierr"
+	"github.com/emsanalytics/emsquery/platform/clientwatch"
 	"github.com/emsanalytics/emsquery/platform/gqlexec"
-	"github.com/emsanalytics/emsquery/platform/httpbridge"
 	"github.com/emsanalytics/emsquery/platform/requestctx"
+	"github.com/emsanalytics/emsquery/platform/responsebody"
 )
 
 // Streams are the live answers of every endpoint: their bounds (LIMITS__MAX_STREAMS, each key's
@@ -232,7 +233,7 @@ func (e *Endpoint) Subscribe(c *fiber.Ctx, r *gqlexec.Request) bool {
 	// nowhere) until the stream ends, hours from now. ResetBody would keep the buffer for the
 	// connection's next request; released, the collector takes it.
 	c.Request().ReleaseBody(0)
-	st := &stream{s: s, f: f, grant: grant, keyName: keyName, attrs: e.attrs, gone: httpbridge.PeerGone(c.Context().Conn())}
+	st := &stream{s: s, f: f, grant: grant, keyName: keyName, attrs: e.attrs, gone: clientwatch.PeerGone(c.Context().Conn())}
 	s.metrics.opened(e.attrs)
 	h := &c.Response().Header
 	h.SetContentType(MIMEEvents)
@@ -240,7 +241,7 @@ func (e *Endpoint) Subscribe(c *fiber.Ctx, r *gqlexec.Request) bool {
 	// nginx buffers responses unless told not to; a live answer must not wait in a proxy.
 	h.Set("X-Accel-Buffering", "no")
 	c.Set(answercache.HeaderCacheStatus, answercache.StatusBypass)
-	httpbridge.SendEvents(c, st)
+	responsebody.SendEvents(c, st)
 	return true
 }
 

@@ -1,7 +1,8 @@
 // Package jsonscalar writes GraphQL's built-in scalars as JSON exactly as gqlgen's marshalers
 // and its transports' json.Marshal write them together, so that JSON written from a value (or
 // from a column's bytes) is gqlgen's own, byte for byte: the encoders of platform/gqljson and
-// the modules' column writers both use it.
+// the modules' column writers both use it. Dates, which the schema answers as strings, are
+// spelled here too (date.go): one spelling whether a date is scanned or read raw.
 package jsonscalar
 
 import (

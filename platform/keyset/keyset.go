@@ -8,14 +8,10 @@ import (
 	"math"
 
 	"github.com/emsanalytics/emsquery/platform/apierr"
-	"github.com/emsanalytics/emsquery/platform/config"
 )
 
 // MaxPage is LIMITS__MAX_PAGE_SIZE: the largest limit a client may ask for.
 type MaxPage int
-
-// NewMaxPage takes the limit from the settings: the one place LIMITS__MAX_PAGE_SIZE is read.
-func NewMaxPage(l config.Limits) MaxPage { return MaxPage(l.PageSize) }
 
 // Page is a validated page: the rows whose key is greater than After, at most Limit of them.
 // The zero Page is not valid; use Parse or All.

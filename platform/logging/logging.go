@@ -12,30 +12,44 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/emsanalytics/emsquery/platform/config"
 	"github.com/emsanalytics/emsquery/platform/requestctx"
 )
+
+// Options are the LOG__* settings.
+type Options struct {
+	Level       slog.Level // LOG__LEVEL (LevelCritical for CRITICAL)
+	Path        string     // LOG__PATH: the log file's folder
+	Console     bool       // LOG__CONSOLE__ENABLED
+	ConsoleJSON bool       // LOG__CONSOLE__FORMAT=json (else plain)
+	File        bool       // LOG__FILE__ENABLED
+	Filename    string     // LOG__FILE__FILENAME
+	MaxSize     int64      // LOG__FILE__MAX_SIZE: bytes of a file before it rotates
+	MaxFiles    int        // LOG__FILE__MAX_FILES, the current file included
+}
+
+// LevelCritical sits above slog's Error level; it is logged with the name CRITICAL.
+const LevelCritical = slog.LevelError + 4
 
 // New returns the logger and a cleanup that writes every line still queued and closes the log
 // file. Lines reach the console and the file through an asyncWriter each, so that logging a
 // request costs it no system call.
-func New(lc config.Log) (*slog.Logger, func(), error) {
-	opts := &slog.HandlerOptions{Level: lc.Level.Level(), ReplaceAttr: levelNames}
+func New(lc Options) (*slog.Logger, func(), error) {
+	opts := &slog.HandlerOptions{Level: lc.Level, ReplaceAttr: levelNames}
 	var handlers []slog.Handler
 	var closers []io.Closer
-	if lc.File.Enabled {
+	if lc.File {
 		roller, err := openFile(lc)
 		if err != nil {
 			return nil, nil, err
 		}
-		file := newAsyncWriter(roller, int(min(lc.File.MaxSize, defaultBatch)))
+		file := newAsyncWriter(roller, int(min(lc.MaxSize, defaultBatch)))
 		// Files are always JSON lines: they are read by tools more often than by people.
 		handlers = append(handlers, slog.NewJSONHandler(file, opts))
 		closers = append(closers, file, roller)
 	}
-	if lc.Console.Enabled {
+	if lc.Console {
 		console := newAsyncWriter(os.Stdout, 0)
-		handlers = append([]slog.Handler{newHandler(console, lc.Console.Format, opts)}, handlers...)
+		handlers = append([]slog.Handler{newHandler(console, lc.ConsoleJSON, opts)}, handlers...)
 		closers = append(closers, console)
 	}
 	cleanup := func() {
@@ -55,13 +69,13 @@ func New(lc config.Log) (*slog.Logger, func(), error) {
 	return slog.New(requestIDHandler{h}), cleanup, nil
 }
 
-func openFile(lc config.Log) (*rotatingFile, error) {
+func openFile(lc Options) (*rotatingFile, error) {
 	if err := os.MkdirAll(lc.Path, 0o750); err != nil {
 		return nil, fmt.Errorf("LOG__PATH: cannot create %q: %w", lc.Path, err)
 	}
-	name := filepath.Join(lc.Path, lc.File.Filename)
+	name := filepath.Join(lc.Path, lc.Filename)
 	// MaxFiles counts the current file too.
-	roller, err := newRotatingFile(name, int64(lc.File.MaxSize), int(lc.File.MaxFiles)-1)
+	roller, err := newRotatingFile(name, lc.MaxSize, lc.MaxFiles-1)
 	if err != nil {
 		return nil, fmt.Errorf("LOG__PATH: cannot open %q: %w", name, err)
 	}
@@ -72,8 +86,8 @@ func openFile(lc config.Log) (*rotatingFile, error) {
 	return roller, nil
 }
 
-func newHandler(w io.Writer, format config.LogFormat, opts *slog.HandlerOptions) slog.Handler {
-	if format == config.FormatJSON {
+func newHandler(w io.Writer, json bool, opts *slog.HandlerOptions) slog.Handler {
+	if json {
 		return slog.NewJSONHandler(w, opts)
 	}
 	return slog.NewTextHandler(w, opts)
@@ -91,7 +105,7 @@ func levelNames(groups []string, a slog.Attr) slog.Attr {
 		return a
 	}
 	switch {
-	case lvl >= config.LevelCritical:
+	case lvl >= LevelCritical:
 		a.Value = slog.StringValue("CRITICAL")
 	case lvl >= slog.LevelError:
 		a.Value = slog.StringValue("ERROR")
