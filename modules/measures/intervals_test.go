@@ -20,12 +20,12 @@ import (
 // intervalSQL are the test's own expressions of the intervals, over rec (fact_record) and ox
 // (the first oxygen per record).
 var intervalSQL = map[[2]string]string{
-	{"CALL", "ARRIVED_ON_SCENE"}:             `rec.response_time_s::float8`,
-	{"UNIT_NOTIFIED", "EN_ROUTE"}:            `extract(epoch FROM rec.en_route_at - rec.unit_notified_at)::float8`,
-	{"ARRIVED_ON_SCENE", "FIRST_OXYGEN"}:     `extract(epoch FROM ox.first - rec.occurred_at)::float8 - rec.response_time_s`,
-	{"CALL", "BACK_IN_SERVICE"}:              `extract(epoch FROM rec.back_in_service_at - rec.occurred_at)::float8`,
-	{"CALL", "UNIT_NOTIFIED"}:                `extract(epoch FROM rec.unit_notified_at - rec.occurred_at)::float8`,
-	{"ARRIVED_ON_SCENE", "BACK_IN_SERVICE"}:  `extract(epoch FROM rec.back_in_service_at - rec.occurred_at)::float8 - rec.response_time_s`,
+	{"CALL", "ARRIVED_ON_SCENE"}:            `rec.response_time_s::float8`,
+	{"UNIT_NOTIFIED", "EN_ROUTE"}:           `extract(epoch FROM rec.en_route_at - rec.unit_notified_at)::float8`,
+	{"ARRIVED_ON_SCENE", "FIRST_OXYGEN"}:    `extract(epoch FROM ox.first - rec.occurred_at)::float8 - rec.response_time_s`,
+	{"CALL", "BACK_IN_SERVICE"}:             `extract(epoch FROM rec.back_in_service_at - rec.occurred_at)::float8`,
+	{"CALL", "UNIT_NOTIFIED"}:               `extract(epoch FROM rec.unit_notified_at - rec.occurred_at)::float8`,
+	{"ARRIVED_ON_SCENE", "BACK_IN_SERVICE"}: `extract(epoch FROM rec.back_in_service_at - rec.occurred_at)::float8 - rec.response_time_s`,
 }
 
 // base is every record with the attributes the tests group and filter by, and its interval s.
@@ -208,7 +208,9 @@ func ptr[T any](v T) *T { return &v }
 func TestIntervalStatsMatchesSQL(t *testing.T) {
 	t.Parallel()
 	e := start(t, nil)
-	filter := func(col, op, val string) map[string]any { return map[string]any{"column": col, "operator": op, "value": val} }
+	filter := func(col, op, val string) map[string]any {
+		return map[string]any{"column": col, "operator": op, "value": val}
+	}
 	cases := []intervalCase{
 		{name: "response, whole range, default fractile", from: "CALL", to: "ARRIVED_ON_SCENE", start: "2023-01-01", end: "2024-12-31", minRows: 1},
 		{name: "response fractiles at the ends, nearest rank, targets at 0 and around ties", from: "CALL", to: "ARRIVED_ON_SCENE",

@@ -4,7 +4,7 @@ import "github.com/emsanalytics/emsquery/platform/database"
 
 // Repository runs the statements of the EMS performance measures: one per field.
 type Repository struct {
-	db     *database.DB
+	db  *database.DB
 	ext *Extensions
 }
 
