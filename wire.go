@@ -6,6 +6,7 @@ import (
 	"github.com/google/wire"
 
 	"github.com/emsanalytics/emsquery/app"
+	"github.com/emsanalytics/emsquery/modules/measures"
 	"github.com/emsanalytics/emsquery/modules/patients"
 	"github.com/emsanalytics/emsquery/modules/reports"
 	"github.com/emsanalytics/emsquery/modules/resources"
@@ -27,7 +28,7 @@ import (
 func initService(cfg *config.Config, svc telemetry.Service) (*app.Server, func(), error) {
 	wire.Build(
 		// Each provider takes the part of the settings it uses.
-		wire.FieldsOf(new(*config.Config), "App", "Database", "Security", "Authentication", "Log", "Metrics", "Traces", "Limits", "Cache"),
+		wire.FieldsOf(new(*config.Config), "App", "Database", "Security", "Authentication", "Log", "Metrics", "Traces", "Limits", "Cache", "Privacy"),
 		logging.New,
 		metrics.New,
 		tracing.New,
@@ -40,6 +41,7 @@ func initService(cfg *config.Config, svc telemetry.Service) (*app.Server, func()
 		resources.ProviderSet,
 		patients.ProviderSet,
 		reports.ProviderSet,
+		measures.ProviderSet,
 		app.ProviderSet,
 	)
 	return nil, nil, nil

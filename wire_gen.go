@@ -11,6 +11,7 @@ import (
 	"github.com/emsanalytics/emsquery/app/gqllookups"
 	"github.com/emsanalytics/emsquery/app/gqlpublic"
 	"github.com/emsanalytics/emsquery/app/gqlserve"
+	"github.com/emsanalytics/emsquery/modules/measures"
 	"github.com/emsanalytics/emsquery/modules/patients"
 	"github.com/emsanalytics/emsquery/modules/reports"
 	"github.com/emsanalytics/emsquery/modules/resources"
@@ -78,14 +79,22 @@ func initService(cfg *config.Config, svc telemetry.Service) (*app.Server, func()
 	resourcesResolver := resources.NewResolver(resourcesRepository, maxPage)
 	patientsRepository := patients.NewRepository(db)
 	patientsResolver := patients.NewResolver(patientsRepository, maxPage)
+	extensions, cleanup6 := measures.NewExtensions(db, logger)
+	measuresRepository := measures.NewRepository(db, extensions)
+	privacy := cfg.Privacy
+	measuresPrivacy := measures.NewPrivacy(privacy)
+	measuresResolver := measures.NewResolver(measuresRepository, statsLimits, measuresPrivacy)
 	subscriptions := stats.NewSubscriptions(resolver)
 	resourcesSubscriptions := resources.NewSubscriptions(resourcesResolver)
+	measuresSubscriptions := measures.NewSubscriptions(measuresResolver)
 	gqlpublicResolver := &gqlpublic.Resolver{
 		Stats:         resolver,
 		Resources:     resourcesResolver,
 		Patients:      patientsResolver,
+		Measures:      measuresResolver,
 		StatsLive:     subscriptions,
 		ResourcesLive: resourcesSubscriptions,
+		MeasuresLive:  measuresSubscriptions,
 	}
 	schema := gqlpublic.NewSchema(gqlpublicResolver)
 	reportsRepository := reports.NewRepository(db)
@@ -97,8 +106,10 @@ func initService(cfg *config.Config, svc telemetry.Service) (*app.Server, func()
 	}
 	gqlserveSchema := gqlserve.NewSchema(gqlserveResolver)
 	lookupsResolver := reports.NewLookupsResolver(reportsRepository)
+	measuresLookupsResolver := measures.NewLookupsResolver(extensions)
 	gqllookupsResolver := &gqllookups.Resolver{
-		Lookups: lookupsResolver,
+		Lookups:         lookupsResolver,
+		MeasuresLookups: measuresLookupsResolver,
 	}
 	gqllookupsSchema := gqllookups.NewSchema(gqllookupsResolver)
 	graphQLEndpoints := app.GraphQLEndpoints{
@@ -107,16 +118,7 @@ func initService(cfg *config.Config, svc telemetry.Service) (*app.Server, func()
 		Lookups: gqllookupsSchema,
 	}
 	cache := cfg.Cache
-	answercacheCache, cleanup6, err := answercache.New(cache, db, logger, meterProvider)
-	if err != nil {
-		cleanup5()
-		cleanup4()
-		cleanup3()
-		cleanup2()
-		cleanup()
-		return nil, nil, err
-	}
-	streams, cleanup7, err := app.NewStreams(configApp, limits, cache, meterProvider)
+	answercacheCache, cleanup7, err := answercache.New(cache, db, logger, meterProvider)
 	if err != nil {
 		cleanup6()
 		cleanup5()
@@ -126,12 +128,24 @@ func initService(cfg *config.Config, svc telemetry.Service) (*app.Server, func()
 		cleanup()
 		return nil, nil, err
 	}
+	streams, cleanup8, err := app.NewStreams(configApp, limits, cache, meterProvider)
+	if err != nil {
+		cleanup7()
+		cleanup6()
+		cleanup5()
+		cleanup4()
+		cleanup3()
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
 	streamedAnswers := newStreamedAnswers(limits)
-	exporter, cleanup8 := reports.NewExporter(db, logger, statsLimits)
+	exporter, cleanup9 := reports.NewExporter(db, logger, statsLimits)
 	exportSlots := reports.NewExportSlots(limits, configDatabase, streamedAnswers, logger)
 	exportHandler := reports.NewExportHandler(exporter, exportSlots, logger)
 	server, err := app.NewServer(configApp, limits, security, logger, db, checker, graphQLEndpoints, answercacheCache, streams, streamedAnswers, meterProvider, tracerProvider, exportHandler)
 	if err != nil {
+		cleanup9()
 		cleanup8()
 		cleanup7()
 		cleanup6()
@@ -143,6 +157,7 @@ func initService(cfg *config.Config, svc telemetry.Service) (*app.Server, func()
 		return nil, nil, err
 	}
 	return server, func() {
+		cleanup9()
 		cleanup8()
 		cleanup7()
 		cleanup6()

@@ -22,6 +22,7 @@ import (
 	"github.com/emsanalytics/emsquery/app/gqllookups"
 	"github.com/emsanalytics/emsquery/app/gqlpublic"
 	"github.com/emsanalytics/emsquery/app/gqlserve"
+	"github.com/emsanalytics/emsquery/modules/measures"
 	"github.com/emsanalytics/emsquery/modules/patients"
 	"github.com/emsanalytics/emsquery/modules/reports"
 	"github.com/emsanalytics/emsquery/modules/resources"
@@ -496,4 +497,26 @@ func TestDirectJSONIsUsed(t *testing.T) {
 	if marshaled != 0 {
 		t.Fatalf("gqlgen resolved %d Patient fields; want 0", marshaled)
 	}
+}
+
+// The EMS performance measures' fields: these tests do not ask them.
+
+func (f *fakePublic) IntervalStats(context.Context, string, string, measures.TimePoint, measures.TimePoint, []string, *stats.TimeBucket, []float64, *measures.FractileMethod, []float64, *float64, *float64, *int, *bool, []*stats.Filter) ([]*measures.IntervalStats, error) {
+	return nil, errors.New("not asked")
+}
+
+func (f *fakePublic) DemandGrid(context.Context, string, string, []float64, *int, *bool, []*stats.Filter) (*measures.DemandGrid, error) {
+	return nil, errors.New("not asked")
+}
+
+func (f *fakePublic) PeriodComparison(context.Context, string, string, *measures.ComparePeriod, *string, *measures.TimePoint, *measures.TimePoint, *float64, *float64, *float64, *int, *bool, []*stats.Filter) (*measures.PeriodComparison, error) {
+	return nil, errors.New("not asked")
+}
+
+func (f *fakePublic) UnitHourUtilization(context.Context, string, string, *bool) ([]*measures.UnitHours, error) {
+	return nil, errors.New("not asked")
+}
+
+func (fakeLookups) TimePoints(context.Context) ([]*measures.TimePointSource, error) {
+	return nil, errors.New("not asked")
 }

@@ -73,6 +73,7 @@ func (e *Endpoint) serve(c *fiber.Ctx) error {
 	if r == nil || err != nil {
 		return err
 	}
+	r.minCell = requestctx.MinCell(c.UserContext())
 	if e.subscribe(c, r) {
 		return nil
 	}
@@ -292,11 +293,16 @@ func writeResponse(w responseWriter, resp *graphql.Response) {
 // key is the cache key of r at route: everything the answer's bytes depend on. That is the
 // endpoint, the method (GET and POST are answered alike, but a GET refuses mutations), the
 // Accept header (it chooses the Content-Type), the document, the operation name, and the
-// variables and extensions (persisted queries) in their canonical forms.
+// variables and extensions (persisted queries) in their canonical forms; and the key's
+// small-cell threshold when it has one (contract 6.12.4: the same question, suppressed
+// otherwise).
 func (r *request) key(route string) answercache.Key {
 	method := "POST"
 	if r.get {
 		method = "GET"
+	}
+	if r.minCell > 0 {
+		return answercache.KeyOf([]byte(route), []byte(method), []byte(r.accept), []byte(r.query), []byte(r.operation), r.vars, r.ext, []byte("min_cell="+strconv.Itoa(r.minCell)))
 	}
 	return answercache.KeyOf([]byte(route), []byte(method), []byte(r.accept), []byte(r.query), []byte(r.operation), r.vars, r.ext)
 }

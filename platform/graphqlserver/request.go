@@ -37,6 +37,9 @@ type request struct {
 	readStart time.Time
 	// live: the request is a stream's (a subscription over SSE, live.go).
 	live bool
+	// minCell is the small-cell threshold of the request's key (requestctx.MinCell): answers
+	// of the same question differ by it, so it is part of the question's key.
+	minCell int
 	// prepared is the operation that subscribe prepared for a request it did not take (a
 	// query, or a document that does not validate): execute runs or refuses it as it is, once,
 	// rather than checking the document again.
