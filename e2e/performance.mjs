@@ -21,8 +21,11 @@ const timeout = Number(env.TIMEOUT_MS || 90000);
 const key = new URLSearchParams((env.PAGE_URL || '').split('#')[1] || '').get('key') || '';
 const mask = (s) => (key ? String(s).split(key).join('***') : String(s));
 
-let browser;
+let browser, finished = false;
+// finish reports once: closing the browser at the end fails the page reads still under way.
 async function finish(ok, reason) {
+  if (finished) return;
+  finished = true;
   if (!ok) console.log(`FAIL performance: ${mask(reason)}`);
   console.log(ok ? '0 failed' : '1 failed');
   await browser?.close().catch(() => {});
