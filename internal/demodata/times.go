@@ -3,6 +3,7 @@ package demodata
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgtype"
@@ -116,15 +117,17 @@ func drawTimes(rng *rand.Rand, r Record, u int, km float64, night bool) Times {
 
 // Shifts returns fact_unit_shift's rows: for every resource_id, from the first day it is in
 // service (PeriodStart at the earliest) past the end of PeriodEnd, in order of resource_id and
-// shift_start. A unit's shifts never overlap. Most stationed units are staffed around the
-// clock, in 12-hour shifts (07-19, 19-07) or 24-hour shifts (from 08:00); the others are day
-// units (from 07:00, 8 to 12 hours); reserve units are staffed on one day in ten. About one
-// shift in 25 is not staffed.
+// shift_start. A unit's shifts never overlap. The busier seven in ten stationed units (by their
+// share of the records) are staffed around the clock, in 12-hour shifts (07-19, 19-07) or
+// 24-hour shifts (from 08:00); the others are day units (from 07:00, 8 to 12 hours); reserve
+// units are staffed on one day in ten. About one shift in 25 is not staffed. So transports per
+// staffed hour come out as a service's usually do, a few tenths.
 func (d *Dataset) Shifts() []Shift {
 	rng := newRNG(d.cfg.Seed, streamShifts)
 	type unit struct {
 		from      time.Time
 		stationed bool
+		weight    float64 // the busiest of its versions
 	}
 	var ids []int32
 	units := map[int32]unit{}
@@ -136,8 +139,17 @@ func (d *Dataset) Shifts() []Shift {
 		}
 		u.from = minTime(u.from, r.ValidFrom)
 		u.stationed = u.stationed || r.StationID.Valid
+		u.weight = max(u.weight, r.weight)
 		units[r.ResourceID] = u
 	}
+	var weights []float64
+	for _, u := range units {
+		if u.stationed {
+			weights = append(weights, u.weight)
+		}
+	}
+	slices.Sort(weights)
+	dayUnit := weights[len(weights)*3/10] // below it: the quietest three in ten
 	end := daysAfter(PeriodEnd, 1)
 	var out []Shift
 	for _, id := range ids {
@@ -160,18 +172,18 @@ func (d *Dataset) Shifts() []Shift {
 			continue
 		}
 		switch kind := rng.Float64(); {
-		case kind < 0.45: // around the clock, two 12-hour shifts a day
-			for start := first.Add(-5 * time.Hour); start.Before(end); start = start.Add(12 * time.Hour) {
-				add(start, 12)
-			}
-		case kind < 0.7: // around the clock, 24-hour shifts
-			for start := first.Add(-16 * time.Hour); start.Before(end); start = start.Add(24 * time.Hour) {
-				add(start, 24)
-			}
-		default: // a day unit
+		case u.weight < dayUnit: // a day unit
 			hours := 8 + 2*rng.IntN(3)
 			for day := first; day.Before(end); day = daysAfter(day, 1) {
 				add(day.Add(7*time.Hour), hours)
+			}
+		case kind < 0.6: // around the clock, two 12-hour shifts a day
+			for start := first.Add(-5 * time.Hour); start.Before(end); start = start.Add(12 * time.Hour) {
+				add(start, 12)
+			}
+		default: // around the clock, 24-hour shifts
+			for start := first.Add(-16 * time.Hour); start.Before(end); start = start.Add(24 * time.Hour) {
+				add(start, 24)
 			}
 		}
 	}

@@ -130,3 +130,39 @@ func TestShifts(t *testing.T) {
 		}
 	}
 }
+
+// At the demo's size, transports per staffed hour are what services report (a few tenths) for
+// the whole, and about one at most for a unit: busy units are the ones staffed around the clock.
+func TestUnitHourUtilization(t *testing.T) {
+	if testing.Short() {
+		t.Skip("generates a million records")
+	}
+	d, err := New(Config{Records: 1_000_000, Seed: DefaultSeed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hours := map[int32]float64{}
+	var all float64
+	for _, s := range d.Shifts() {
+		h := s.End.Sub(s.Start).Hours()
+		hours[s.ResourceID] += h
+		all += h
+	}
+	transports := map[int32]float64{}
+	var total float64
+	for it := d.RecordRows(); it.Next(); {
+		r := it.Record()
+		if r.Transported.Valid && r.Transported.Bool && r.SKResource.Valid {
+			transports[d.Resources[r.SKResource.Int64-1].ResourceID]++
+			total++
+		}
+	}
+	if uhu := total / all; uhu < 0.15 || uhu > 0.6 {
+		t.Errorf("unit hour utilization %.2f, want a few tenths", uhu)
+	}
+	for id, n := range transports {
+		if uhu := n / hours[id]; uhu > 1.2 {
+			t.Errorf("resource %d: %.0f transports in %.0f staffed hours (%.2f an hour)", id, n, hours[id], uhu)
+		}
+	}
+}
