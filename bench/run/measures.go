@@ -15,9 +15,9 @@ CROSS JOIN LATERAL (SELECT CASE WHEN within = 0 THEN 0 ELSE (p + z*z/(2*nf) - z*
 
 var measureWorkloads = []workload{
 	{
-		Name: "interval_stats", What: "turnout by station, one year, p90 and NFPA 1710's 60 s with its Wilson interval", Warm: []int{16},
+		Name: "interval_stats", What: "turnout by station, one month, p90 and NFPA 1710's 60 s with its Wilson interval", Warm: []int{16},
 		Path: "/graphql",
-		Query: `{ interval_stats(start_date: "2025-01-01", end_date: "2025-12-31", from: UNIT_NOTIFIED, to: EN_ROUTE, group_by: ["station"], fractiles: [0.9], targets: [60]) ` +
+		Query: `{ interval_stats(start_date: "2025-03-01", end_date: "2025-03-31", from: UNIT_NOTIFIED, to: EN_ROUTE, group_by: ["station"], fractiles: [0.9], targets: [60]) ` +
 			`{ group { column value } count measured excluded min max avg fractiles { p value } compliance { target within share ci_low ci_high suppressed } suppressed } }`,
 		Hand: handWritten{
 			SQL: `WITH g AS (
@@ -27,7 +27,7 @@ var measureWorkloads = []workload{
          percentile_disc(0.9) WITHIN GROUP (ORDER BY s) FILTER (WHERE s >= 0) AS p90,
          count(*) FILTER (WHERE s >= 0 AND s <= 60) AS within
   FROM (SELECT station, extract(epoch FROM en_route_at - unit_notified_at)::float8 AS s
-        FROM fact_record WHERE ` + year2025 + `) AS r
+        FROM fact_record WHERE ` + march2025 + `) AS r
   GROUP BY station)
 SELECT g.*, w.p AS share, ci.ci_low, ci.ci_high
 FROM g ` + wilsonSQL + `
