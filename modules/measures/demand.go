@@ -46,7 +46,7 @@ const demandSQL = `WITH inst AS (
   SELECT extract(isodow FROM inst.h)::integer AS d, extract(hour FROM inst.h)::integer AS hr, coalesce(counted.n, 0) AS n
     FROM inst LEFT JOIN counted ON counted.h = inst.h
 )
-SELECT cells.d, cells.hr, count(per.n), coalesce(sum(per.n), 0)::bigint, max(per.n)%[5]s
+SELECT cells.d, hours.hr, count(per.n), coalesce(sum(per.n), 0)::bigint, max(per.n)%[5]s
   FROM generate_series(1, 7) AS cells(d) CROSS JOIN generate_series(0, 23) AS hours(hr)
   LEFT JOIN per ON per.d = cells.d AND per.hr = hours.hr
  GROUP BY cells.d, hours.hr ORDER BY cells.d, hours.hr`

@@ -66,7 +66,13 @@ func exec(t *testing.T, db servicetest.DB, sql string) {
 func start(t *testing.T, settings map[string]string) env {
 	t.Helper()
 	db := fixtureDB(t, true)
-	return env{db: db, svc: servicetest.Start(t, db, settings), pool: db.Pool(t)}
+	return env{db: db, svc: startOn(t, db, settings), pool: db.Pool(t)}
+}
+
+// startOn starts the service on db with the settings.
+func startOn(t *testing.T, db servicetest.DB, settings map[string]string) *servicetest.Service {
+	t.Helper()
+	return servicetest.Start(t, db, settings)
 }
 
 // rows runs the test's own SQL and returns each row as a JSON-like map by column name.
