@@ -30,9 +30,6 @@ type DemandCell struct {
 	Suppressed  bool               `json:"suppressed"`
 }
 
-// cellsPerWeek is the grid's size: 7 days of 24 hours.
-const cellsPerWeek = 7 * 24
-
 // The statement of demand_grid: the hour instances of the range (generate_series over
 // timestamps without time zone: wall-clock hours, so a daylight-saving night changes nothing),
 // the selected records counted per instance (date_trunc('hour')), each instance's count with

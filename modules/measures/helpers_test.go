@@ -11,7 +11,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/emsanalytics/emsquery/internal/pgtest"
@@ -73,20 +72,6 @@ func start(t *testing.T, settings map[string]string) env {
 func startOn(t *testing.T, db servicetest.DB, settings map[string]string) *servicetest.Service {
 	t.Helper()
 	return servicetest.Start(t, db, settings)
-}
-
-// rows runs the test's own SQL and returns each row as a JSON-like map by column name.
-func (e env) rows(t *testing.T, q string, args ...any) []map[string]any {
-	t.Helper()
-	rows, err := e.pool.Query(context.Background(), q, args...)
-	if err != nil {
-		t.Fatalf("%v\n%s", err, q)
-	}
-	out, err := pgx.CollectRows(rows, pgx.RowToMap)
-	if err != nil {
-		t.Fatalf("%v\n%s", err, q)
-	}
-	return out
 }
 
 // ask posts query and returns the field's JSON, failing on errors.
