@@ -30,9 +30,6 @@ type DemandCell struct {
 	Suppressed  bool               `json:"suppressed"`
 }
 
-// cellsPerWeek is the grid's size: 7 days of 24 hours.
-const cellsPerWeek = 7 * 24
-
 // The statement of demand_grid: the hour instances of the range (generate_series over
 // timestamps without time zone: wall-clock hours, so a daylight-saving night changes nothing),
 // the selected records counted per instance (date_trunc('hour')), each instance's count with
@@ -46,7 +43,7 @@ const demandSQL = `WITH inst AS (
   SELECT extract(isodow FROM inst.h)::integer AS d, extract(hour FROM inst.h)::integer AS hr, coalesce(counted.n, 0) AS n
     FROM inst LEFT JOIN counted ON counted.h = inst.h
 )
-SELECT cells.d, cells.hr, count(per.n), coalesce(sum(per.n), 0)::bigint, max(per.n)%[5]s
+SELECT cells.d, hours.hr, count(per.n), coalesce(sum(per.n), 0)::bigint, max(per.n)%[5]s
   FROM generate_series(1, 7) AS cells(d) CROSS JOIN generate_series(0, 23) AS hours(hr)
   LEFT JOIN per ON per.d = cells.d AND per.hr = hours.hr
  GROUP BY cells.d, hours.hr ORDER BY cells.d, hours.hr`

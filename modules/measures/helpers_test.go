@@ -11,7 +11,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/emsanalytics/emsquery/internal/pgtest"
@@ -66,21 +65,13 @@ func exec(t *testing.T, db servicetest.DB, sql string) {
 func start(t *testing.T, settings map[string]string) env {
 	t.Helper()
 	db := fixtureDB(t, true)
-	return env{db: db, svc: servicetest.Start(t, db, settings), pool: db.Pool(t)}
+	return env{db: db, svc: startOn(t, db, settings), pool: db.Pool(t)}
 }
 
-// rows runs the test's own SQL and returns each row as a JSON-like map by column name.
-func (e env) rows(t *testing.T, q string, args ...any) []map[string]any {
+// startOn starts the service on db with the settings.
+func startOn(t *testing.T, db servicetest.DB, settings map[string]string) *servicetest.Service {
 	t.Helper()
-	rows, err := e.pool.Query(context.Background(), q, args...)
-	if err != nil {
-		t.Fatalf("%v\n%s", err, q)
-	}
-	out, err := pgx.CollectRows(rows, pgx.RowToMap)
-	if err != nil {
-		t.Fatalf("%v\n%s", err, q)
-	}
-	return out
+	return servicetest.Start(t, db, settings)
 }
 
 // ask posts query and returns the field's JSON, failing on errors.
