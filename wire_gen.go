@@ -79,7 +79,7 @@ func initService(cfg *config.Config, svc telemetry.Service) (*app.Server, func()
 	resourcesResolver := resources.NewResolver(resourcesRepository, maxPage)
 	patientsRepository := patients.NewRepository(db)
 	patientsResolver := patients.NewResolver(patientsRepository, maxPage)
-	extensions, cleanup6 := measures.NewExtensions(db, logger)
+	extensions := measures.NewExtensions(db, logger)
 	measuresRepository := measures.NewRepository(db, extensions)
 	privacy := cfg.Privacy
 	measuresPrivacy := measures.NewPrivacy(privacy)
@@ -118,9 +118,8 @@ func initService(cfg *config.Config, svc telemetry.Service) (*app.Server, func()
 		Lookups: gqllookupsSchema,
 	}
 	cache := cfg.Cache
-	answercacheCache, cleanup7, err := answercache.New(cache, db, logger, meterProvider)
+	answercacheCache, cleanup6, err := answercache.New(cache, db, logger, meterProvider)
 	if err != nil {
-		cleanup6()
 		cleanup5()
 		cleanup4()
 		cleanup3()
@@ -128,9 +127,8 @@ func initService(cfg *config.Config, svc telemetry.Service) (*app.Server, func()
 		cleanup()
 		return nil, nil, err
 	}
-	streams, cleanup8, err := app.NewStreams(configApp, limits, cache, meterProvider)
+	streams, cleanup7, err := app.NewStreams(configApp, limits, cache, meterProvider)
 	if err != nil {
-		cleanup7()
 		cleanup6()
 		cleanup5()
 		cleanup4()
@@ -140,12 +138,11 @@ func initService(cfg *config.Config, svc telemetry.Service) (*app.Server, func()
 		return nil, nil, err
 	}
 	streamedAnswers := newStreamedAnswers(limits)
-	exporter, cleanup9 := reports.NewExporter(db, logger, statsLimits)
+	exporter, cleanup8 := reports.NewExporter(db, logger, statsLimits)
 	exportSlots := reports.NewExportSlots(limits, configDatabase, streamedAnswers, logger)
 	exportHandler := reports.NewExportHandler(exporter, exportSlots, logger)
 	server, err := app.NewServer(configApp, limits, security, logger, db, checker, graphQLEndpoints, answercacheCache, streams, streamedAnswers, meterProvider, tracerProvider, exportHandler)
 	if err != nil {
-		cleanup9()
 		cleanup8()
 		cleanup7()
 		cleanup6()
@@ -157,7 +154,6 @@ func initService(cfg *config.Config, svc telemetry.Service) (*app.Server, func()
 		return nil, nil, err
 	}
 	return server, func() {
-		cleanup9()
 		cleanup8()
 		cleanup7()
 		cleanup6()

@@ -1805,19 +1805,33 @@ type Compliance {
 extend type Subscription {
   "interval_stats, live."
   interval_stats(
+    "First day included, YYYY-MM-DD."
     start_date: String!
+    "Last day included, YYYY-MM-DD."
     end_date: String!
+    "The earlier time point."
     from: TimePoint!
+    "The later time point: after from in timeline order."
     to: TimePoint!
+    "Queryable columns to group by, at most LIMITS__MAX_COLUMNS (default 20); a column named twice counts once."
     group_by: [String!]
+    "Also group by this bucket of the call's occurred_at (labels as in record_series)."
     bucket: TimeBucket
+    "Fractions from 0 to 1, at most 10; default [0.9]."
     fractiles: [Float!]
+    "NEAREST_RANK (the EMS fractile, percentile_disc) or LINEAR (percentile_cont)."
     fractile_method: FractileMethod = NEAREST_RANK
+    "Time targets in seconds, each at least 0, at most 10: the share of measured intervals within each."
     targets: [Float!]
+    "The confidence of the Wilson score intervals, strictly between 0 and 1."
     confidence: Float = 0.95
+    "Intervals above this many seconds are excluded (a status button pressed late); above 0."
     max_seconds: Float
+    "Suppress counts from 1 to min_cell-1 (0 to 1000); never lowers PRIVACY__MIN_CELL or the key's min_cell."
     min_cell: Int
+    "true: a record matching any filter is included; false: all filters must match."
     use_or: Boolean = false
+    "Extra conditions, combined by use_or; the date range always applies. At most LIMITS__MAX_FILTERS (default 50)."
     filters: [Filter!]
   ): [IntervalStats!]!
 }
@@ -1882,11 +1896,17 @@ type DemandCell {
 extend type Subscription {
   "demand_grid, live."
   demand_grid(
+    "First day included, YYYY-MM-DD."
     start_date: String!
+    "Last day included, YYYY-MM-DD."
     end_date: String!
+    "Fractions from 0 to 1 of the hourly counts, at most 10; default none."
     percentiles: [Float!]
+    "Suppress counts from 1 to min_cell-1 (0 to 1000); never lowers PRIVACY__MIN_CELL or the key's min_cell."
     min_cell: Int
+    "true: a record matching any filter is included; false: all filters must match."
     use_or: Boolean = false
+    "Extra conditions, combined by use_or; the date range always applies. At most LIMITS__MAX_FILTERS (default 50)."
     filters: [Filter!]
   ): DemandGrid!
 }
@@ -1976,17 +1996,29 @@ type PeriodFigures {
 extend type Subscription {
   "period_comparison, live."
   period_comparison(
+    "First day included, YYYY-MM-DD."
     start_date: String!
+    "Last day included, YYYY-MM-DD."
     end_date: String!
+    "PREVIOUS_YEAR: the same days (or whole months) a year earlier; PREVIOUS_PERIOD: as many days (or whole months) just before."
     compare_to: ComparePeriod = PREVIOUS_YEAR
+    "A queryable column: one row per value occurring in either period (NULL included)."
     group_by: String
+    "The earlier time point of the interval; with to."
     from: TimePoint
+    "The later time point; with from."
     to: TimePoint
+    "The fraction of the fractile, 0 to 1."
     fractile: Float = 0.9
+    "A time target in seconds (with from and to): share is the measured intervals within it."
     target: Float
+    "Intervals above this many seconds are excluded; above 0."
     max_seconds: Float
+    "Suppress counts from 1 to min_cell-1 (0 to 1000); never lowers PRIVACY__MIN_CELL or the key's min_cell."
     min_cell: Int
+    "true: a record matching any filter is included; false: all filters must match."
     use_or: Boolean = false
+    "Extra conditions, combined by use_or; each period's dates always apply. At most LIMITS__MAX_FILTERS (default 50)."
     filters: [Filter!]
   ): PeriodComparison!
 }
@@ -2026,7 +2058,14 @@ type UnitHours {
 
 extend type Subscription {
   "unit_hour_utilization, live."
-  unit_hour_utilization(start_date: String!, end_date: String!, per_resource: Boolean = false): [UnitHours!]!
+  unit_hour_utilization(
+    "First day included, YYYY-MM-DD."
+    start_date: String!
+    "Last day included, YYYY-MM-DD."
+    end_date: String!
+    "One object per resource_id (ascending) rather than one for all."
+    per_resource: Boolean = false
+  ): [UnitHours!]!
 }
 `, BuiltIn: false},
 }

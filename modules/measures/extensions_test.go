@@ -40,7 +40,8 @@ func TestExtensionsFoundAtStartUp(t *testing.T) {
 	t.Parallel()
 	db := fixtureDB(t, false)
 	// A column of the right name and another type: ignored, with one warning naming it.
-	exec(t, db, `ALTER TABLE fact_record ADD COLUMN en_route_at timestamptz`)
+	exec(t, db, `ALTER TABLE fact_record ADD COLUMN en_route_at timestamptz;
+		CREATE TABLE fact_unit_shift (resource_id integer NOT NULL, shift_start timestamp NOT NULL, shift_end text NOT NULL)`)
 	svc := startOn(t, db, nil)
 
 	core := map[string]string{"CALL": "r.occurred_at", "ARRIVED_ON_SCENE": "r.occurred_at + r.response_time_s * interval '1 second'",
@@ -58,14 +59,16 @@ func TestExtensionsFoundAtStartUp(t *testing.T) {
 	servicetest.WaitFor(t, 5*time.Second, "warning naming fact_record.en_route_at", func() bool {
 		return strings.Contains(svc.Output(), "fact_record.en_route_at")
 	})
-	var warnings int
-	for _, line := range strings.Split(svc.Output(), "\n") {
-		if strings.Contains(line, "en_route_at") && strings.Contains(line, "WARN") {
-			warnings++
+	for _, column := range []string{"fact_record.en_route_at", "fact_unit_shift.shift_end"} {
+		var warnings int
+		for _, line := range strings.Split(svc.Output(), "\n") {
+			if strings.Contains(line, column) && strings.Contains(line, "WARN") {
+				warnings++
+			}
 		}
-	}
-	if warnings != 1 {
-		t.Errorf("%d warning lines name en_route_at, want 1:\n%s", warnings, svc.Output())
+		if warnings != 1 {
+			t.Errorf("%d warning lines name %s, want 1:\n%s", warnings, column, svc.Output())
+		}
 	}
 
 	// A lacking point: BAD_USER_INPUT naming the point and the column, before any statement.
@@ -85,7 +88,7 @@ func TestExtensionsFoundAtStartUp(t *testing.T) {
 		}
 	}
 	q := `{ unit_hour_utilization(start_date: "2024-01-01", end_date: "2024-01-31") { uhu } }`
-	if code, msg := errorsOf(t, svc, svc.Key, "/graphql", q, nil); code != "BAD_USER_INPUT" || !strings.Contains(msg, "fact_unit_shift") {
+	if code, msg := errorsOf(t, svc, svc.Key, "/graphql", q, nil); code != "BAD_USER_INPUT" || !strings.Contains(msg, "fact_unit_shift") || !strings.Contains(msg, "shift_end") {
 		t.Errorf("unit_hour_utilization without the table: %s %s", code, msg)
 	}
 	// The core points work.
@@ -96,7 +99,7 @@ func TestExtensionsFoundAtStartUp(t *testing.T) {
 
 	// The ETL adds the extensions: the catalog is read at start-up only, so the running service
 	// still lacks them; after a restart it has them.
-	exec(t, db, `ALTER TABLE fact_record DROP COLUMN en_route_at`)
+	exec(t, db, `ALTER TABLE fact_record DROP COLUMN en_route_at; DROP TABLE fact_unit_shift`)
 	script := extensionsSQL
 	for _, stmt := range strings.Split(measuresSQL, ";\n") {
 		if strings.Contains(stmt, "UPDATE fact_record") || strings.Contains(stmt, "INSERT INTO fact_unit_shift") {

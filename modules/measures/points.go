@@ -123,22 +123,21 @@ type Extensions struct {
 // opTimePoints names the catalog statement.
 const opTimePoints = "time points"
 
-// startupRead bounds the read at start-up; the start does not wait for it.
-const startupRead = 10 * time.Second
+// startupRead bounds the read at start-up: a database that does not answer delays the start
+// by at most this much (the service starts while the database is down, as everywhere else).
+const startupRead = 3 * time.Second
 
-// NewExtensions reads the catalog in the background (the service starts while the database is
-// down, as everywhere else); the cleanup stops a read still running.
-func NewExtensions(db *database.DB, log *slog.Logger) (*Extensions, func()) {
+// NewExtensions reads the catalog before the service listens, so that the first answers know
+// the extensions; when the database cannot be read then, the first request that needs them
+// reads them.
+func NewExtensions(db *database.DB, log *slog.Logger) *Extensions {
 	s := &Extensions{db: db, log: log}
 	ctx, cancel := context.WithTimeout(context.Background(), startupRead)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if _, err := s.get(ctx); err != nil {
-			log.Warn("the optional time columns and fact_unit_shift could not be read at start-up; the first request that needs them reads them", "error", err.Error())
-		}
-	}()
-	return s, func() { cancel(); <-done }
+	defer cancel()
+	if _, err := s.get(ctx); err != nil {
+		log.Warn("the optional time columns and fact_unit_shift could not be read at start-up; the first request that needs them reads them", "error", err.Error())
+	}
+	return s
 }
 
 // get returns what the catalog says, reading it when not yet read.

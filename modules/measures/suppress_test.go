@@ -1,6 +1,8 @@
 package measures_test
 
 import (
+	"bufio"
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -287,6 +289,13 @@ func TestSuppression(t *testing.T) {
 				t.Fatalf("%s with min_cell 11: %d %s", q, resp.Status, resp.Raw)
 			}
 		}
+		// A subscription of such a field: its first event is the error.
+		if ev := firstEvent(t, e.svc, public, `subscription { records_count { count } }`); !strings.Contains(ev, "FORBIDDEN") {
+			t.Fatalf("subscription of records_count with min_cell 11: %s", ev)
+		}
+		if ev := firstEvent(t, e.svc, public, `subscription { demand_grid(start_date: "2022-01-03", end_date: "2022-01-09") { total } }`); strings.Contains(ev, "errors") {
+			t.Fatalf("subscription of demand_grid with min_cell 11: %s", ev)
+		}
 		// The same measure's document: the plain key's kept answer is not the key's.
 		q := `{ demand_grid(start_date: "2022-01-03", end_date: "2022-01-09", filters: [{column: "station", operator: EQUALS, value: "Grid"}]) { total cells { count suppressed } } }`
 		plainAnswer := ask(t, plain, q, nil, "demand_grid")
@@ -341,4 +350,32 @@ func TestPrivacySetting(t *testing.T) {
 			t.Errorf("PRIVACY__MIN_CELL=%s: exit %d\n%s", bad, code, svc.Output())
 		}
 	}
+}
+
+// firstEvent opens a subscription with key and returns the data of its first event.
+func firstEvent(t *testing.T, svc *servicetest.Service, key, query string) string {
+	t.Helper()
+	body, _ := json.Marshal(map[string]any{"query": query})
+	req, err := http.NewRequest(http.MethodPost, svc.URL+"/graphql", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set(svc.Header, key)
+	client := &http.Client{Timeout: 20 * time.Second}
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		if d, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+			return d
+		}
+	}
+	t.Fatalf("no event (status %d): %v", resp.StatusCode, sc.Err())
+	return ""
 }
