@@ -15,6 +15,7 @@ COPY --from=build /out/emsquery /app/emsquery
 # The log folder must be writable by the non-root user (uid 65532 in distroless).
 COPY --from=build --chown=65532:65532 /out/logs /app/logs
 COPY --from=build /src/schema/schema.sql /app/schema.sql
+COPY --from=build /src/schema/measures.sql /app/measures.sql
 ENV APP__HOST=0.0.0.0 \
     APP__PORT=9090 \
     LOG__PATH=/app/logs

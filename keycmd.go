@@ -10,14 +10,14 @@ import (
 )
 
 // keyCommand is `emsquery key new --name NAME --scopes graphql,export [--rate N --burst N]
-// [--max-in-flight N] [--max-streams N]`: it
+// [--max-in-flight N] [--max-streams N] [--min-cell K]`: it
 // makes a new random key and prints it once, with the entry to add to
 // AUTHENTICATION__API_KEYS_FILE (the key's SHA-256, never the key). The key goes to stdout's
 // first line and the entry to its second, so that scripts can take them apart; what to do with
 // them goes to stderr.
 func keyCommand(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 || args[0] != "new" {
-		fmt.Fprintln(stderr, "usage: emsquery key new --name NAME --scopes graphql,serve,lookups,export [--rate REQUESTS_PER_SECOND] [--burst N] [--max-in-flight N] [--max-streams N]")
+		fmt.Fprintln(stderr, "usage: emsquery key new --name NAME --scopes graphql,serve,lookups,export [--rate REQUESTS_PER_SECOND] [--burst N] [--max-in-flight N] [--max-streams N] [--min-cell K]")
 		return 2
 	}
 	fs := flag.NewFlagSet("emsquery key new", flag.ContinueOnError)
@@ -28,6 +28,7 @@ func keyCommand(args []string, stdout, stderr io.Writer) int {
 	burst := fs.Int("burst", 0, "requests the key may make at once (default: the rate rounded up)")
 	maxInFlight := fs.Int("max-in-flight", 0, "requests of the key running at once (0: no limit)")
 	maxStreams := fs.Int("max-streams", 0, "live answers (subscriptions) of the key open at once (0: LIMITS__MAX_STREAMS_PER_KEY)")
+	minCell := fs.Int("min-cell", 0, "small-cell threshold of the key's EMS performance measures (0 to 1000; above 1 also confines the key to them)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return 2
 	}
@@ -40,7 +41,7 @@ func keyCommand(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "emsquery key new: --scopes:", err)
 		return 2
 	}
-	key, entry, err := auth.NewKey(auth.Entry{Name: *name, Scopes: list, RatePerSecond: *rate, Burst: *burst, MaxInFlight: *maxInFlight, MaxStreams: *maxStreams})
+	key, entry, err := auth.NewKey(auth.Entry{Name: *name, Scopes: list, RatePerSecond: *rate, Burst: *burst, MaxInFlight: *maxInFlight, MaxStreams: *maxStreams, MinCell: *minCell})
 	if err != nil {
 		fmt.Fprintln(stderr, "emsquery key new:", err)
 		return 2

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/emsanalytics/emsquery/app"
+	"github.com/emsanalytics/emsquery/modules/measures"
 	"github.com/emsanalytics/emsquery/modules/records"
 	"github.com/emsanalytics/emsquery/modules/reports"
 	"github.com/emsanalytics/emsquery/modules/stats"
@@ -22,6 +23,17 @@ import (
 
 func recordLimits(l config.Limits) records.Limits {
 	return records.Limits{Columns: int(l.Columns), Filters: int(l.Filters), FilterValues: int(l.FilterValues)}
+}
+
+// measuresLimits: the EMS measures' bounds, the record filter's and the rows' and series
+// points' as the other grouped fields'.
+func measuresLimits(r records.Limits, l config.Limits) measures.Limits {
+	return measures.Limits{Records: r, SeriesPoints: int(l.SeriesPoints), Rows: int(l.MaxRows)}
+}
+
+// measuresPrivacy: PRIVACY__MIN_CELL, the service-wide small-cell threshold.
+func measuresPrivacy(p config.Privacy) measures.Privacy {
+	return measures.Privacy{MinCell: int(p.MinCell)}
 }
 
 func statsLimits(r records.Limits, l config.Limits) stats.Limits {

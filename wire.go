@@ -6,6 +6,7 @@ import (
 	"github.com/google/wire"
 
 	"github.com/emsanalytics/emsquery/app"
+	"github.com/emsanalytics/emsquery/modules/measures"
 	"github.com/emsanalytics/emsquery/modules/patients"
 	"github.com/emsanalytics/emsquery/modules/reports"
 	"github.com/emsanalytics/emsquery/modules/resources"
@@ -24,7 +25,7 @@ import (
 func initService(cfg *config.Config, svc otel.Service) (*app.Server, func(), error) {
 	wire.Build(
 		// The settings' sections, translated (options.go) into the options each package declares.
-		wire.FieldsOf(new(*config.Config), "App", "Database", "Security", "Authentication", "Log", "OTel", "Limits", "Cache"),
+		wire.FieldsOf(new(*config.Config), "App", "Database", "Security", "Authentication", "Log", "OTel", "Limits", "Cache", "Privacy"),
 		logOptions, logging.New,
 		otelOptions,
 		otel.NewMeterProvider,
@@ -39,6 +40,8 @@ func initService(cfg *config.Config, svc otel.Service) (*app.Server, func(), err
 		resources.ProviderSet,
 		patients.ProviderSet,
 		reports.ProviderSet,
+		measuresLimits, measuresPrivacy,
+		measures.ProviderSet,
 		serverOptions, graphQLLimits, streamsConfig,
 		app.ProviderSet,
 	)

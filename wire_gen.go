@@ -11,6 +11,7 @@ import (
 	"github.com/emsanalytics/emsquery/app/gqllookups"
 	"github.com/emsanalytics/emsquery/app/gqlpublic"
 	"github.com/emsanalytics/emsquery/app/gqlserve"
+	"github.com/emsanalytics/emsquery/modules/measures"
 	"github.com/emsanalytics/emsquery/modules/patients"
 	"github.com/emsanalytics/emsquery/modules/reports"
 	"github.com/emsanalytics/emsquery/modules/resources"
@@ -82,14 +83,23 @@ func initService(cfg *config.Config, svc otel.Service) (*app.Server, func(), err
 	resourcesResolver := resources.NewResolver(resourcesRepository, keysetMaxPage)
 	patientsRepository := patients.NewRepository(db)
 	patientsResolver := patients.NewResolver(patientsRepository, keysetMaxPage)
+	extensions := measures.NewExtensions(db, logger)
+	measuresRepository := measures.NewRepository(db, extensions)
+	limits3 := measuresLimits(recordsLimits, limits)
+	privacy := cfg.Privacy
+	privacy2 := measuresPrivacy(privacy)
+	measuresResolver := measures.NewResolver(measuresRepository, limits3, privacy2)
 	subscriptions := stats.NewSubscriptions(resolver)
 	resourcesSubscriptions := resources.NewSubscriptions(resourcesResolver)
+	measuresSubscriptions := measures.NewSubscriptions(measuresResolver)
 	gqlpublicResolver := &gqlpublic.Resolver{
 		Stats:         resolver,
 		Resources:     resourcesResolver,
 		Patients:      patientsResolver,
+		Measures:      measuresResolver,
 		StatsLive:     subscriptions,
 		ResourcesLive: resourcesSubscriptions,
+		MeasuresLive:  measuresSubscriptions,
 	}
 	schema := gqlpublic.NewSchema(gqlpublicResolver)
 	reportsRepository := reports.NewRepository(db)
@@ -102,8 +112,10 @@ func initService(cfg *config.Config, svc otel.Service) (*app.Server, func(), err
 	}
 	gqlserveSchema := gqlserve.NewSchema(gqlserveResolver)
 	lookupsResolver := reports.NewLookupsResolver(reportsRepository)
+	measuresLookupsResolver := measures.NewLookupsResolver(extensions)
 	gqllookupsResolver := &gqllookups.Resolver{
-		Lookups: lookupsResolver,
+		Lookups:         lookupsResolver,
+		MeasuresLookups: measuresLookupsResolver,
 	}
 	gqllookupsSchema := gqllookups.NewSchema(gqllookupsResolver)
 	graphQLEndpoints := app.GraphQLEndpoints{

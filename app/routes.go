@@ -64,6 +64,9 @@ func (s *Server) routes(limits GraphQLLimits, db *database.DB, checker *auth.Che
 		// Answers from memory where they may be (contract 6.5).
 		o := graphQLOptions(ep.path, limits, cache, streams, s.log, s.metrics.meter, s.tracer)
 		o.StreamedAnswers = streamed.Slots
+		if ep.scope == auth.ScopeGraphQL {
+			o.AroundFields = smallCellFields
+		}
 		endpoint := gqlhttp.New(ep.schema, o)
 		s.mountGraphQL(ep.path, checker.Header(), endpoint.Handlers(checker.Require(ep.scope, graphQLRefusal)))
 	}

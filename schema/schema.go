@@ -19,6 +19,13 @@ var DDL string
 //go:embed partitioned.sql
 var PartitionedDDL string
 
+// MeasuresDDL adds the optional extensions that EMS performance measures read (contract
+// section 6.12.6): the time columns of fact_record and the table fact_unit_shift. It applies
+// after either layout's DDL and is idempotent.
+//
+//go:embed measures.sql
+var MeasuresDDL string
+
 // Layout is how fact_record is stored: one table, or partitioned by month.
 type Layout string
 

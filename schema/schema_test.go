@@ -143,3 +143,68 @@ func TestReaderRole(t *testing.T) {
 		t.Errorf("emsquery_reader's settings %q, want default_transaction_read_only=on", got)
 	}
 }
+
+// The measures extension applies on both layouts, twice (idempotent): fact_record gains the
+// seven nullable time columns, on every partition too, and fact_unit_shift refuses a shift that
+// does not end after it starts; the reader role reads the new table.
+func TestMeasuresExtension(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	wantColumns := []string{
+		"unit_notified_at timestamp without time zone YES", "en_route_at timestamp without time zone YES",
+		"at_patient_at timestamp without time zone YES", "left_scene_at timestamp without time zone YES",
+		"at_destination_at timestamp without time zone YES", "transfer_of_care_at timestamp without time zone YES",
+		"back_in_service_at timestamp without time zone YES",
+	}
+	for _, layout := range []schema.Layout{schema.Plain, schema.Partitioned} {
+		conn := database(t, layout)
+		if layout == schema.Partitioned {
+			if _, err := conn.Exec(ctx, "SELECT create_fact_record_months('2024-01-01', '2024-02-29')"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := conn.Exec(ctx, `INSERT INTO fact_record (record_id, occurred_at) VALUES (1, '2024-01-15 10:00')`); err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 2; i++ {
+			if _, err := conn.Exec(ctx, schema.MeasuresDDL); err != nil {
+				t.Fatalf("%s: measures DDL, run %d: %v", layout, i+1, err)
+			}
+		}
+		// Every table that holds fact_record's rows (the partitions, or the table itself).
+		tables := strings(t, conn, `SELECT relid::regclass::text FROM pg_partition_tree('fact_record') WHERE isleaf`)
+		if len(tables) == 0 {
+			tables = []string{"fact_record"}
+		}
+		for _, table := range tables {
+			got := strings(t, conn, `SELECT column_name || ' ' || data_type || ' ' || is_nullable FROM information_schema.columns
+				WHERE table_schema = 'public' AND table_name = $1 AND column_name LIKE '%\_at' AND column_name <> 'occurred_at'
+				ORDER BY ordinal_position`, table)
+			if !reflect.DeepEqual(got, wantColumns) {
+				t.Errorf("%s: %s has %q, want %q", layout, table, got, wantColumns)
+			}
+		}
+		if _, err := conn.Exec(ctx, `UPDATE fact_record SET unit_notified_at = occurred_at + interval '40 seconds', en_route_at = occurred_at + interval '85 seconds'`); err != nil {
+			t.Errorf("%s: filling the time columns: %v", layout, err)
+		}
+		if _, err := conn.Exec(ctx, `INSERT INTO fact_unit_shift VALUES (7, '2024-01-15 07:00', '2024-01-15 19:00')`); err != nil {
+			t.Errorf("%s: a shift: %v", layout, err)
+		}
+		_, err := conn.Exec(ctx, `INSERT INTO fact_unit_shift VALUES (7, '2024-01-15 19:00', '2024-01-15 19:00')`)
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || pgErr.Code != "23514" {
+			t.Errorf("%s: an empty shift: %v, want check_violation (23514)", layout, err)
+		}
+		if _, err := conn.Exec(ctx, "SET ROLE emsquery_reader"); err != nil {
+			t.Fatal(err)
+		}
+		var shifts, notified int
+		if err := conn.QueryRow(ctx, `SELECT (SELECT count(*) FROM fact_unit_shift), (SELECT count(unit_notified_at) FROM fact_record)`).Scan(&shifts, &notified); err != nil || shifts != 1 || notified != 1 {
+			t.Errorf("%s: emsquery_reader reads %d shifts and %d notified times (%v), want 1 and 1", layout, shifts, notified, err)
+		}
+		if _, err := conn.Exec(ctx, "RESET ROLE"); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

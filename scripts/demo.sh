@@ -191,14 +191,20 @@ psql_q() { "$bindir/psql" -X -q -v ON_ERROR_STOP=1 -tA "$@"; }
 if [ -z "$(psql_q -d postgres -c "SELECT 1 FROM pg_database WHERE datname = '$dbname'")" ]; then
   psql_q -d postgres -c "CREATE DATABASE $dbname"
 fi
-have=0
+have=0 measures=f
 if [ "$(psql_q -d "$dbname" -c "SELECT to_regclass('public.fact_record') IS NOT NULL")" = t ]; then
   have=$(psql_q -d "$dbname" -c "SELECT count(*) FROM public.fact_record")
+  # Data loaded before schema/measures.sql existed lacks the time columns and unit shifts.
+  measures=$(psql_q -d "$dbname" -c "SELECT to_regclass('public.fact_unit_shift') IS NOT NULL")
 fi
-if [ "$have" != "$records" ]; then
+if [ "$have" != "$records" ] || [ "$measures" != t ]; then
   replace=()
   if [ "$have" != 0 ]; then
-    say "the demo database holds $have records, DEMO_RECORDS is $records: reloading"
+    if [ "$have" != "$records" ]; then
+      say "the demo database holds $have records, DEMO_RECORDS is $records: reloading"
+    else
+      say "the demo data lacks the time columns and unit shifts of schema/measures.sql: reloading"
+    fi
     replace=(-replace)
   fi
   say "loading $records demo records, $layout layout (once; later runs reuse them)"

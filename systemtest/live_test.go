@@ -529,7 +529,8 @@ func TestLiveProtocol(t *testing.T) {
 		} `json:"__schema"`
 	}
 	for path, want := range map[string][]string{
-		"/graphql":       {"distinct_values", "unique_counts", "records_count", "record_series", "record_stats", "station_resources"},
+		"/graphql": {"distinct_values", "unique_counts", "records_count", "record_series", "record_stats", "station_resources",
+			"interval_stats", "demand_grid", "period_comparison", "unit_hour_utilization"},
 		"/serve/graphql": {"main_report_summary"},
 	} {
 		svc.GraphQL(t, path, fields, nil).DataInto(t, &schema)

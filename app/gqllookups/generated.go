@@ -13,6 +13,7 @@ import (
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/introspection"
+	"github.com/emsanalytics/emsquery/modules/measures"
 	"github.com/emsanalytics/emsquery/modules/records"
 	"github.com/emsanalytics/emsquery/modules/reports"
 	gqlparser "github.com/vektah/gqlparser/v2"
@@ -43,6 +44,7 @@ type ComplexityRoot struct {
 		Municipalities func(childComplexity int) int
 		OxygenRoutes   func(childComplexity int) int
 		Stations       func(childComplexity int) int
+		TimePoints     func(childComplexity int) int
 		Urgencies      func(childComplexity int) int
 	}
 
@@ -55,6 +57,12 @@ type ComplexityRoot struct {
 	Station struct {
 		StationID   func(childComplexity int) int
 		StationName func(childComplexity int) int
+	}
+
+	TimePointSource struct {
+		Available func(childComplexity int) int
+		Name      func(childComplexity int) int
+		Source    func(childComplexity int) int
 	}
 }
 
@@ -70,6 +78,7 @@ type QueryResolver interface {
 	OxygenRoutes(ctx context.Context) ([]string, error)
 	Genders(ctx context.Context) ([]string, error)
 	Columns(ctx context.Context) ([]*reports.QueryableColumn, error)
+	TimePoints(ctx context.Context) ([]*measures.TimePointSource, error)
 }
 
 // endregion ************************** generated!.gotpl **************************
@@ -127,6 +136,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.Stations(childComplexity), true
+	case "Query.time_points":
+		if e.ComplexityRoot.Query.TimePoints == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Query.TimePoints(childComplexity), true
 	case "Query.urgencies":
 		if e.ComplexityRoot.Query.Urgencies == nil {
 			break
@@ -165,6 +180,25 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Station.StationName(childComplexity), true
+
+	case "TimePointSource.available":
+		if e.ComplexityRoot.TimePointSource.Available == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TimePointSource.Available(childComplexity), true
+	case "TimePointSource.name":
+		if e.ComplexityRoot.TimePointSource.Name == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TimePointSource.Name(childComplexity), true
+	case "TimePointSource.source":
+		if e.ComplexityRoot.TimePointSource.Source == nil {
+			break
+		}
+
+		return e.ComplexityRoot.TimePointSource.Source(childComplexity), true
 
 	}
 	return 0, false
@@ -361,6 +395,53 @@ enum ColumnType {
   TIMESTAMP
 }
 `, BuiltIn: false},
+	{Name: "../../modules/measures/measures_timepoint.graphqls", Input: `# The time points of a mission record, shared by /graphql (interval_stats, period_comparison)
+# and /lookups/graphql (time_points).
+
+"""
+A NEMSIS v3 time element of a mission record, in timeline order. CALL, ARRIVED_ON_SCENE and
+FIRST_OXYGEN exist in every database; the others when fact_record has their column
+(/lookups/graphql time_points lists which).
+"""
+enum TimePoint {
+  "eTimes.01 PSAP call: fact_record.occurred_at."
+  CALL
+  "eTimes.03 unit notified by dispatch: fact_record.unit_notified_at."
+  UNIT_NOTIFIED
+  "eTimes.05 unit en route: fact_record.en_route_at."
+  EN_ROUTE
+  "eTimes.06 unit arrived on scene: occurred_at + response_time_s seconds."
+  ARRIVED_ON_SCENE
+  "eTimes.07 arrived at patient: fact_record.at_patient_at."
+  AT_PATIENT
+  "The first oxygen administration's administered_at (fact_oxygen)."
+  FIRST_OXYGEN
+  "eTimes.09 unit left scene: fact_record.left_scene_at."
+  LEFT_SCENE
+  "eTimes.11 patient arrived at destination: fact_record.at_destination_at."
+  AT_DESTINATION
+  "eTimes.12 destination patient transfer of care: fact_record.transfer_of_care_at."
+  TRANSFER_OF_CARE
+  "eTimes.13 unit back in service: fact_record.back_in_service_at."
+  BACK_IN_SERVICE
+}
+`, BuiltIn: false},
+	{Name: "../../modules/measures/measures_lookups.graphqls", Input: `# The /lookups/graphql field of the EMS performance measures.
+
+extend type Query {
+  "Every time point in timeline order, with whether this database has it (found at start-up)."
+  time_points: [TimePointSource!]!
+}
+
+"A time point and where it comes from in this database."
+type TimePointSource {
+  name: TimePoint!
+  "Whether interval_stats and period_comparison accept it here."
+  available: Boolean!
+  "The SQL of the point over fact_record AS r when available; null otherwise."
+  source: String
+}
+`, BuiltIn: false},
 }
 var parsedSchema = gqlparser.MustLoadSchema(sources...)
 
@@ -388,6 +469,18 @@ func (ec *executionContext) childFields_Station(ctx context.Context, field graph
 		return ec.fieldContext_Station_station_name(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Station", field.Name)
+}
+
+func (ec *executionContext) childFields_TimePointSource(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "name":
+		return ec.fieldContext_TimePointSource_name(ctx, field)
+	case "available":
+		return ec.fieldContext_TimePointSource_available(ctx, field)
+	case "source":
+		return ec.fieldContext_TimePointSource_source(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type TimePointSource", field.Name)
 }
 
 func (ec *executionContext) childFields___Directive(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -773,6 +866,38 @@ func (ec *executionContext) fieldContext_Query_columns(_ context.Context, field 
 	return fc, nil
 }
 
+func (ec *executionContext) _Query_time_points(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_time_points(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Query().TimePoints(ctx)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*measures.TimePointSource) graphql.Marshaler {
+			return ec.marshalNTimePointSource2ᚕᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋmeasuresᚐTimePointSourceᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_time_points(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_TimePointSource(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Query___type(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -962,6 +1087,75 @@ func (ec *executionContext) _Station_station_name(ctx context.Context, field gra
 }
 func (ec *executionContext) fieldContext_Station_station_name(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Station", field, false, false, "String")
+}
+
+func (ec *executionContext) _TimePointSource_name(ctx context.Context, field graphql.CollectedField, obj *measures.TimePointSource) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TimePointSource_name(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Name, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v measures.TimePoint) graphql.Marshaler {
+			return ec.marshalNTimePoint2githubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋmeasuresᚐTimePoint(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TimePointSource_name(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TimePointSource", field, false, false, "TimePoint")
+}
+
+func (ec *executionContext) _TimePointSource_available(ctx context.Context, field graphql.CollectedField, obj *measures.TimePointSource) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TimePointSource_available(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Available, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_TimePointSource_available(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TimePointSource", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _TimePointSource_source(ctx context.Context, field graphql.CollectedField, obj *measures.TimePointSource) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_TimePointSource_source(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Source, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_TimePointSource_source(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("TimePointSource", field, false, false, "String")
 }
 
 func (ec *executionContext) ___Directive_name(ctx context.Context, field graphql.CollectedField, obj *introspection.Directive) (ret graphql.Marshaler) {
@@ -2169,6 +2363,12 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Query_columns(ctx, field)
 				})
+		case "time_points":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_time_points(ctx, field)
+				})
 		case "__type":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Query___type(ctx, field)
@@ -2262,6 +2462,49 @@ func (ec *executionContext) _Station(ctx context.Context, sel ast.SelectionSet, 
 		case "station_name":
 			out.Values[i] = ec._Station_station_name(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var timePointSourceImplementors = []string{"TimePointSource"}
+
+func (ec *executionContext) _TimePointSource(ctx context.Context, sel ast.SelectionSet, obj *measures.TimePointSource) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, timePointSourceImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("TimePointSource")
+		case "name":
+			out.Values[i] = ec._TimePointSource_name(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "available":
+			out.Values[i] = ec._TimePointSource_available(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "source":
+			out.Values[i] = ec._TimePointSource_source(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		default:
@@ -2810,6 +3053,40 @@ func (ec *executionContext) marshalNString2ᚕstringᚄ(ctx context.Context, sel
 	}
 
 	return ret
+}
+
+func (ec *executionContext) unmarshalNTimePoint2githubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋmeasuresᚐTimePoint(ctx context.Context, v any) (measures.TimePoint, error) {
+	var res measures.TimePoint
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNTimePoint2githubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋmeasuresᚐTimePoint(ctx context.Context, sel ast.SelectionSet, v measures.TimePoint) graphql.Marshaler {
+	return v
+}
+
+func (ec *executionContext) marshalNTimePointSource2ᚕᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋmeasuresᚐTimePointSourceᚄ(ctx context.Context, sel ast.SelectionSet, v []*measures.TimePointSource) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNTimePointSource2ᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋmeasuresᚐTimePointSource(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNTimePointSource2ᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋmeasuresᚐTimePointSource(ctx context.Context, sel ast.SelectionSet, v *measures.TimePointSource) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "TimePointSource!")
+		return graphql.Null
+	}
+	return ec._TimePointSource(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalN__Directive2githubᚗcomᚋ99designsᚋgqlgenᚋgraphqlᚋintrospectionᚐDirective(ctx context.Context, sel ast.SelectionSet, v introspection.Directive) graphql.Marshaler {

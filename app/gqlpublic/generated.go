@@ -13,6 +13,7 @@ import (
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/introspection"
+	"github.com/emsanalytics/emsquery/modules/measures"
 	"github.com/emsanalytics/emsquery/modules/patients"
 	"github.com/emsanalytics/emsquery/modules/records"
 	"github.com/emsanalytics/emsquery/modules/resources"
@@ -39,6 +40,32 @@ type DirectiveRoot struct {
 }
 
 type ComplexityRoot struct {
+	Compliance struct {
+		CiHigh     func(childComplexity int) int
+		CiLow      func(childComplexity int) int
+		Share      func(childComplexity int) int
+		Suppressed func(childComplexity int) int
+		Target     func(childComplexity int) int
+		Within     func(childComplexity int) int
+	}
+
+	DemandCell struct {
+		Count       func(childComplexity int) int
+		DayOfWeek   func(childComplexity int) int
+		HourOfDay   func(childComplexity int) int
+		Hours       func(childComplexity int) int
+		MaxPerHour  func(childComplexity int) int
+		MeanPerHour func(childComplexity int) int
+		Percentiles func(childComplexity int) int
+		Suppressed  func(childComplexity int) int
+	}
+
+	DemandGrid struct {
+		Cells func(childComplexity int) int
+		Hours func(childComplexity int) int
+		Total func(childComplexity int) int
+	}
+
 	DistinctValue struct {
 		Column func(childComplexity int) int
 		Value  func(childComplexity int) int
@@ -47,6 +74,20 @@ type ComplexityRoot struct {
 	GroupValue struct {
 		Column func(childComplexity int) int
 		Value  func(childComplexity int) int
+	}
+
+	IntervalStats struct {
+		Avg        func(childComplexity int) int
+		Bucket     func(childComplexity int) int
+		Compliance func(childComplexity int) int
+		Count      func(childComplexity int) int
+		Excluded   func(childComplexity int) int
+		Fractiles  func(childComplexity int) int
+		Group      func(childComplexity int) int
+		Max        func(childComplexity int) int
+		Measured   func(childComplexity int) int
+		Min        func(childComplexity int) int
+		Suppressed func(childComplexity int) int
 	}
 
 	MeasureStats struct {
@@ -83,16 +124,45 @@ type ComplexityRoot struct {
 		Value func(childComplexity int) int
 	}
 
+	PeriodComparison struct {
+		CurrentEnd    func(childComplexity int) int
+		CurrentStart  func(childComplexity int) int
+		PreviousEnd   func(childComplexity int) int
+		PreviousStart func(childComplexity int) int
+		Rows          func(childComplexity int) int
+	}
+
+	PeriodFigures struct {
+		Count      func(childComplexity int) int
+		Fractile   func(childComplexity int) int
+		Measured   func(childComplexity int) int
+		Share      func(childComplexity int) int
+		Suppressed func(childComplexity int) int
+	}
+
+	PeriodRow struct {
+		Change      func(childComplexity int) int
+		ChangeRatio func(childComplexity int) int
+		Column      func(childComplexity int) int
+		Current     func(childComplexity int) int
+		Previous    func(childComplexity int) int
+		Value       func(childComplexity int) int
+	}
+
 	Query struct {
-		DistinctValues   func(childComplexity int, columns []string, startDate string, endDate string, useOr *bool, filters []*records.Filter) int
-		Oxygens          func(childComplexity int, distinctFields []string, limit *int, after *int) int
-		Patients         func(childComplexity int, limit *int, after *int) int
-		RecordSeries     func(childComplexity int, startDate string, endDate string, bucket stats.TimeBucket, groupBy *string, useOr *bool, filters []*records.Filter) int
-		RecordStats      func(childComplexity int, startDate string, endDate string, measure string, groupBy []string, bucket *stats.TimeBucket, percentiles []float64, target *float64, useOr *bool, filters []*records.Filter) int
-		RecordsCount     func(childComplexity int, station *string) int
-		Resources        func(childComplexity int, limit *int, after *int) int
-		StationResources func(childComplexity int) int
-		UniqueCounts     func(childComplexity int, columns []string, startDate string, endDate string, useOr *bool, filters []*records.Filter) int
+		DemandGrid          func(childComplexity int, startDate string, endDate string, percentiles []float64, minCell *int, useOr *bool, filters []*records.Filter) int
+		DistinctValues      func(childComplexity int, columns []string, startDate string, endDate string, useOr *bool, filters []*records.Filter) int
+		IntervalStats       func(childComplexity int, startDate string, endDate string, from measures.TimePoint, to measures.TimePoint, groupBy []string, bucket *stats.TimeBucket, fractiles []float64, fractileMethod *measures.FractileMethod, targets []float64, confidence *float64, maxSeconds *float64, minCell *int, useOr *bool, filters []*records.Filter) int
+		Oxygens             func(childComplexity int, distinctFields []string, limit *int, after *int) int
+		Patients            func(childComplexity int, limit *int, after *int) int
+		PeriodComparison    func(childComplexity int, startDate string, endDate string, compareTo *measures.ComparePeriod, groupBy *string, from *measures.TimePoint, to *measures.TimePoint, fractile *float64, target *float64, maxSeconds *float64, minCell *int, useOr *bool, filters []*records.Filter) int
+		RecordSeries        func(childComplexity int, startDate string, endDate string, bucket stats.TimeBucket, groupBy *string, useOr *bool, filters []*records.Filter) int
+		RecordStats         func(childComplexity int, startDate string, endDate string, measure string, groupBy []string, bucket *stats.TimeBucket, percentiles []float64, target *float64, useOr *bool, filters []*records.Filter) int
+		RecordsCount        func(childComplexity int, station *string) int
+		Resources           func(childComplexity int, limit *int, after *int) int
+		StationResources    func(childComplexity int) int
+		UniqueCounts        func(childComplexity int, columns []string, startDate string, endDate string, useOr *bool, filters []*records.Filter) int
+		UnitHourUtilization func(childComplexity int, startDate string, endDate string, perResource *bool) int
 	}
 
 	RecordsCount struct {
@@ -127,18 +197,30 @@ type ComplexityRoot struct {
 	}
 
 	Subscription struct {
-		DistinctValues   func(childComplexity int, columns []string, startDate string, endDate string, useOr *bool, filters []*records.Filter) int
-		RecordSeries     func(childComplexity int, startDate string, endDate string, bucket stats.TimeBucket, groupBy *string, useOr *bool, filters []*records.Filter) int
-		RecordStats      func(childComplexity int, startDate string, endDate string, measure string, groupBy []string, bucket *stats.TimeBucket, percentiles []float64, target *float64, useOr *bool, filters []*records.Filter) int
-		RecordsCount     func(childComplexity int, station *string) int
-		StationResources func(childComplexity int) int
-		UniqueCounts     func(childComplexity int, columns []string, startDate string, endDate string, useOr *bool, filters []*records.Filter) int
+		DemandGrid          func(childComplexity int, startDate string, endDate string, percentiles []float64, minCell *int, useOr *bool, filters []*records.Filter) int
+		DistinctValues      func(childComplexity int, columns []string, startDate string, endDate string, useOr *bool, filters []*records.Filter) int
+		IntervalStats       func(childComplexity int, startDate string, endDate string, from measures.TimePoint, to measures.TimePoint, groupBy []string, bucket *stats.TimeBucket, fractiles []float64, fractileMethod *measures.FractileMethod, targets []float64, confidence *float64, maxSeconds *float64, minCell *int, useOr *bool, filters []*records.Filter) int
+		PeriodComparison    func(childComplexity int, startDate string, endDate string, compareTo *measures.ComparePeriod, groupBy *string, from *measures.TimePoint, to *measures.TimePoint, fractile *float64, target *float64, maxSeconds *float64, minCell *int, useOr *bool, filters []*records.Filter) int
+		RecordSeries        func(childComplexity int, startDate string, endDate string, bucket stats.TimeBucket, groupBy *string, useOr *bool, filters []*records.Filter) int
+		RecordStats         func(childComplexity int, startDate string, endDate string, measure string, groupBy []string, bucket *stats.TimeBucket, percentiles []float64, target *float64, useOr *bool, filters []*records.Filter) int
+		RecordsCount        func(childComplexity int, station *string) int
+		StationResources    func(childComplexity int) int
+		UniqueCounts        func(childComplexity int, columns []string, startDate string, endDate string, useOr *bool, filters []*records.Filter) int
+		UnitHourUtilization func(childComplexity int, startDate string, endDate string, perResource *bool) int
 	}
 
 	UniqueCount struct {
 		Column func(childComplexity int) int
 		Count  func(childComplexity int) int
 		Value  func(childComplexity int) int
+	}
+
+	UnitHours struct {
+		ResourceID func(childComplexity int) int
+		Responses  func(childComplexity int) int
+		Transports func(childComplexity int) int
+		Uhu        func(childComplexity int) int
+		UnitHours  func(childComplexity int) int
 	}
 }
 
@@ -156,6 +238,10 @@ type QueryResolver interface {
 	StationResources(ctx context.Context) ([]*resources.StationResources, error)
 	Patients(ctx context.Context, limit *int, after *int) ([]*patients.Patient, error)
 	Oxygens(ctx context.Context, distinctFields []string, limit *int, after *int) ([]*patients.Oxygen, error)
+	IntervalStats(ctx context.Context, startDate string, endDate string, from measures.TimePoint, to measures.TimePoint, groupBy []string, bucket *stats.TimeBucket, fractiles []float64, fractileMethod *measures.FractileMethod, targets []float64, confidence *float64, maxSeconds *float64, minCell *int, useOr *bool, filters []*records.Filter) ([]*measures.IntervalStats, error)
+	DemandGrid(ctx context.Context, startDate string, endDate string, percentiles []float64, minCell *int, useOr *bool, filters []*records.Filter) (*measures.DemandGrid, error)
+	PeriodComparison(ctx context.Context, startDate string, endDate string, compareTo *measures.ComparePeriod, groupBy *string, from *measures.TimePoint, to *measures.TimePoint, fractile *float64, target *float64, maxSeconds *float64, minCell *int, useOr *bool, filters []*records.Filter) (*measures.PeriodComparison, error)
+	UnitHourUtilization(ctx context.Context, startDate string, endDate string, perResource *bool) ([]*measures.UnitHours, error)
 }
 type SubscriptionResolver interface {
 	RecordStats(ctx context.Context, startDate string, endDate string, measure string, groupBy []string, bucket *stats.TimeBucket, percentiles []float64, target *float64, useOr *bool, filters []*records.Filter) (<-chan []*stats.MeasureStats, error)
@@ -164,6 +250,10 @@ type SubscriptionResolver interface {
 	UniqueCounts(ctx context.Context, columns []string, startDate string, endDate string, useOr *bool, filters []*records.Filter) (<-chan []*stats.UniqueCount, error)
 	RecordsCount(ctx context.Context, station *string) (<-chan *stats.RecordsCount, error)
 	StationResources(ctx context.Context) (<-chan []*resources.StationResources, error)
+	IntervalStats(ctx context.Context, startDate string, endDate string, from measures.TimePoint, to measures.TimePoint, groupBy []string, bucket *stats.TimeBucket, fractiles []float64, fractileMethod *measures.FractileMethod, targets []float64, confidence *float64, maxSeconds *float64, minCell *int, useOr *bool, filters []*records.Filter) (<-chan []*measures.IntervalStats, error)
+	DemandGrid(ctx context.Context, startDate string, endDate string, percentiles []float64, minCell *int, useOr *bool, filters []*records.Filter) (<-chan *measures.DemandGrid, error)
+	PeriodComparison(ctx context.Context, startDate string, endDate string, compareTo *measures.ComparePeriod, groupBy *string, from *measures.TimePoint, to *measures.TimePoint, fractile *float64, target *float64, maxSeconds *float64, minCell *int, useOr *bool, filters []*records.Filter) (<-chan *measures.PeriodComparison, error)
+	UnitHourUtilization(ctx context.Context, startDate string, endDate string, perResource *bool) (<-chan []*measures.UnitHours, error)
 }
 
 // endregion ************************** generated!.gotpl **************************
@@ -183,6 +273,111 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 	ec := newExecutionContext(nil, e, nil)
 	_ = ec
 	switch typeName + "." + field {
+
+	case "Compliance.ci_high":
+		if e.ComplexityRoot.Compliance.CiHigh == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Compliance.CiHigh(childComplexity), true
+	case "Compliance.ci_low":
+		if e.ComplexityRoot.Compliance.CiLow == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Compliance.CiLow(childComplexity), true
+	case "Compliance.share":
+		if e.ComplexityRoot.Compliance.Share == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Compliance.Share(childComplexity), true
+	case "Compliance.suppressed":
+		if e.ComplexityRoot.Compliance.Suppressed == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Compliance.Suppressed(childComplexity), true
+	case "Compliance.target":
+		if e.ComplexityRoot.Compliance.Target == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Compliance.Target(childComplexity), true
+	case "Compliance.within":
+		if e.ComplexityRoot.Compliance.Within == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Compliance.Within(childComplexity), true
+
+	case "DemandCell.count":
+		if e.ComplexityRoot.DemandCell.Count == nil {
+			break
+		}
+
+		return e.ComplexityRoot.DemandCell.Count(childComplexity), true
+	case "DemandCell.day_of_week":
+		if e.ComplexityRoot.DemandCell.DayOfWeek == nil {
+			break
+		}
+
+		return e.ComplexityRoot.DemandCell.DayOfWeek(childComplexity), true
+	case "DemandCell.hour_of_day":
+		if e.ComplexityRoot.DemandCell.HourOfDay == nil {
+			break
+		}
+
+		return e.ComplexityRoot.DemandCell.HourOfDay(childComplexity), true
+	case "DemandCell.hours":
+		if e.ComplexityRoot.DemandCell.Hours == nil {
+			break
+		}
+
+		return e.ComplexityRoot.DemandCell.Hours(childComplexity), true
+	case "DemandCell.max_per_hour":
+		if e.ComplexityRoot.DemandCell.MaxPerHour == nil {
+			break
+		}
+
+		return e.ComplexityRoot.DemandCell.MaxPerHour(childComplexity), true
+	case "DemandCell.mean_per_hour":
+		if e.ComplexityRoot.DemandCell.MeanPerHour == nil {
+			break
+		}
+
+		return e.ComplexityRoot.DemandCell.MeanPerHour(childComplexity), true
+	case "DemandCell.percentiles":
+		if e.ComplexityRoot.DemandCell.Percentiles == nil {
+			break
+		}
+
+		return e.ComplexityRoot.DemandCell.Percentiles(childComplexity), true
+	case "DemandCell.suppressed":
+		if e.ComplexityRoot.DemandCell.Suppressed == nil {
+			break
+		}
+
+		return e.ComplexityRoot.DemandCell.Suppressed(childComplexity), true
+
+	case "DemandGrid.cells":
+		if e.ComplexityRoot.DemandGrid.Cells == nil {
+			break
+		}
+
+		return e.ComplexityRoot.DemandGrid.Cells(childComplexity), true
+	case "DemandGrid.hours":
+		if e.ComplexityRoot.DemandGrid.Hours == nil {
+			break
+		}
+
+		return e.ComplexityRoot.DemandGrid.Hours(childComplexity), true
+	case "DemandGrid.total":
+		if e.ComplexityRoot.DemandGrid.Total == nil {
+			break
+		}
+
+		return e.ComplexityRoot.DemandGrid.Total(childComplexity), true
 
 	case "DistinctValue.column":
 		if e.ComplexityRoot.DistinctValue.Column == nil {
@@ -209,6 +404,73 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.GroupValue.Value(childComplexity), true
+
+	case "IntervalStats.avg":
+		if e.ComplexityRoot.IntervalStats.Avg == nil {
+			break
+		}
+
+		return e.ComplexityRoot.IntervalStats.Avg(childComplexity), true
+	case "IntervalStats.bucket":
+		if e.ComplexityRoot.IntervalStats.Bucket == nil {
+			break
+		}
+
+		return e.ComplexityRoot.IntervalStats.Bucket(childComplexity), true
+	case "IntervalStats.compliance":
+		if e.ComplexityRoot.IntervalStats.Compliance == nil {
+			break
+		}
+
+		return e.ComplexityRoot.IntervalStats.Compliance(childComplexity), true
+	case "IntervalStats.count":
+		if e.ComplexityRoot.IntervalStats.Count == nil {
+			break
+		}
+
+		return e.ComplexityRoot.IntervalStats.Count(childComplexity), true
+	case "IntervalStats.excluded":
+		if e.ComplexityRoot.IntervalStats.Excluded == nil {
+			break
+		}
+
+		return e.ComplexityRoot.IntervalStats.Excluded(childComplexity), true
+	case "IntervalStats.fractiles":
+		if e.ComplexityRoot.IntervalStats.Fractiles == nil {
+			break
+		}
+
+		return e.ComplexityRoot.IntervalStats.Fractiles(childComplexity), true
+	case "IntervalStats.group":
+		if e.ComplexityRoot.IntervalStats.Group == nil {
+			break
+		}
+
+		return e.ComplexityRoot.IntervalStats.Group(childComplexity), true
+	case "IntervalStats.max":
+		if e.ComplexityRoot.IntervalStats.Max == nil {
+			break
+		}
+
+		return e.ComplexityRoot.IntervalStats.Max(childComplexity), true
+	case "IntervalStats.measured":
+		if e.ComplexityRoot.IntervalStats.Measured == nil {
+			break
+		}
+
+		return e.ComplexityRoot.IntervalStats.Measured(childComplexity), true
+	case "IntervalStats.min":
+		if e.ComplexityRoot.IntervalStats.Min == nil {
+			break
+		}
+
+		return e.ComplexityRoot.IntervalStats.Min(childComplexity), true
+	case "IntervalStats.suppressed":
+		if e.ComplexityRoot.IntervalStats.Suppressed == nil {
+			break
+		}
+
+		return e.ComplexityRoot.IntervalStats.Suppressed(childComplexity), true
 
 	case "MeasureStats.avg":
 		if e.ComplexityRoot.MeasureStats.Avg == nil {
@@ -346,6 +608,116 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.Percentile.Value(childComplexity), true
 
+	case "PeriodComparison.current_end":
+		if e.ComplexityRoot.PeriodComparison.CurrentEnd == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PeriodComparison.CurrentEnd(childComplexity), true
+	case "PeriodComparison.current_start":
+		if e.ComplexityRoot.PeriodComparison.CurrentStart == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PeriodComparison.CurrentStart(childComplexity), true
+	case "PeriodComparison.previous_end":
+		if e.ComplexityRoot.PeriodComparison.PreviousEnd == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PeriodComparison.PreviousEnd(childComplexity), true
+	case "PeriodComparison.previous_start":
+		if e.ComplexityRoot.PeriodComparison.PreviousStart == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PeriodComparison.PreviousStart(childComplexity), true
+	case "PeriodComparison.rows":
+		if e.ComplexityRoot.PeriodComparison.Rows == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PeriodComparison.Rows(childComplexity), true
+
+	case "PeriodFigures.count":
+		if e.ComplexityRoot.PeriodFigures.Count == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PeriodFigures.Count(childComplexity), true
+	case "PeriodFigures.fractile":
+		if e.ComplexityRoot.PeriodFigures.Fractile == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PeriodFigures.Fractile(childComplexity), true
+	case "PeriodFigures.measured":
+		if e.ComplexityRoot.PeriodFigures.Measured == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PeriodFigures.Measured(childComplexity), true
+	case "PeriodFigures.share":
+		if e.ComplexityRoot.PeriodFigures.Share == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PeriodFigures.Share(childComplexity), true
+	case "PeriodFigures.suppressed":
+		if e.ComplexityRoot.PeriodFigures.Suppressed == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PeriodFigures.Suppressed(childComplexity), true
+
+	case "PeriodRow.change":
+		if e.ComplexityRoot.PeriodRow.Change == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PeriodRow.Change(childComplexity), true
+	case "PeriodRow.change_ratio":
+		if e.ComplexityRoot.PeriodRow.ChangeRatio == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PeriodRow.ChangeRatio(childComplexity), true
+	case "PeriodRow.column":
+		if e.ComplexityRoot.PeriodRow.Column == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PeriodRow.Column(childComplexity), true
+	case "PeriodRow.current":
+		if e.ComplexityRoot.PeriodRow.Current == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PeriodRow.Current(childComplexity), true
+	case "PeriodRow.previous":
+		if e.ComplexityRoot.PeriodRow.Previous == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PeriodRow.Previous(childComplexity), true
+	case "PeriodRow.value":
+		if e.ComplexityRoot.PeriodRow.Value == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PeriodRow.Value(childComplexity), true
+
+	case "Query.demand_grid":
+		if e.ComplexityRoot.Query.DemandGrid == nil {
+			break
+		}
+
+		args, err := ec.field_Query_demand_grid_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.DemandGrid(childComplexity, args["start_date"].(string), args["end_date"].(string), args["percentiles"].([]float64), args["min_cell"].(*int), args["use_or"].(*bool), args["filters"].([]*records.Filter)), true
 	case "Query.distinct_values":
 		if e.ComplexityRoot.Query.DistinctValues == nil {
 			break
@@ -357,6 +729,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.DistinctValues(childComplexity, args["columns"].([]string), args["start_date"].(string), args["end_date"].(string), args["use_or"].(*bool), args["filters"].([]*records.Filter)), true
+	case "Query.interval_stats":
+		if e.ComplexityRoot.Query.IntervalStats == nil {
+			break
+		}
+
+		args, err := ec.field_Query_interval_stats_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.IntervalStats(childComplexity, args["start_date"].(string), args["end_date"].(string), args["from"].(measures.TimePoint), args["to"].(measures.TimePoint), args["group_by"].([]string), args["bucket"].(*stats.TimeBucket), args["fractiles"].([]float64), args["fractile_method"].(*measures.FractileMethod), args["targets"].([]float64), args["confidence"].(*float64), args["max_seconds"].(*float64), args["min_cell"].(*int), args["use_or"].(*bool), args["filters"].([]*records.Filter)), true
 
 	case "Query.oxygens":
 		if e.ComplexityRoot.Query.Oxygens == nil {
@@ -380,6 +763,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.Patients(childComplexity, args["limit"].(*int), args["after"].(*int)), true
+	case "Query.period_comparison":
+		if e.ComplexityRoot.Query.PeriodComparison == nil {
+			break
+		}
+
+		args, err := ec.field_Query_period_comparison_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.PeriodComparison(childComplexity, args["start_date"].(string), args["end_date"].(string), args["compare_to"].(*measures.ComparePeriod), args["group_by"].(*string), args["from"].(*measures.TimePoint), args["to"].(*measures.TimePoint), args["fractile"].(*float64), args["target"].(*float64), args["max_seconds"].(*float64), args["min_cell"].(*int), args["use_or"].(*bool), args["filters"].([]*records.Filter)), true
 	case "Query.record_series":
 		if e.ComplexityRoot.Query.RecordSeries == nil {
 			break
@@ -441,6 +835,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.UniqueCounts(childComplexity, args["columns"].([]string), args["start_date"].(string), args["end_date"].(string), args["use_or"].(*bool), args["filters"].([]*records.Filter)), true
+	case "Query.unit_hour_utilization":
+		if e.ComplexityRoot.Query.UnitHourUtilization == nil {
+			break
+		}
+
+		args, err := ec.field_Query_unit_hour_utilization_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.UnitHourUtilization(childComplexity, args["start_date"].(string), args["end_date"].(string), args["per_resource"].(*bool)), true
 
 	case "RecordsCount.count":
 		if e.ComplexityRoot.RecordsCount.Count == nil {
@@ -543,6 +948,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.StationResources.StationName(childComplexity), true
 
+	case "Subscription.demand_grid":
+		if e.ComplexityRoot.Subscription.DemandGrid == nil {
+			break
+		}
+
+		args, err := ec.field_Subscription_demand_grid_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Subscription.DemandGrid(childComplexity, args["start_date"].(string), args["end_date"].(string), args["percentiles"].([]float64), args["min_cell"].(*int), args["use_or"].(*bool), args["filters"].([]*records.Filter)), true
 	case "Subscription.distinct_values":
 		if e.ComplexityRoot.Subscription.DistinctValues == nil {
 			break
@@ -554,6 +970,28 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Subscription.DistinctValues(childComplexity, args["columns"].([]string), args["start_date"].(string), args["end_date"].(string), args["use_or"].(*bool), args["filters"].([]*records.Filter)), true
+	case "Subscription.interval_stats":
+		if e.ComplexityRoot.Subscription.IntervalStats == nil {
+			break
+		}
+
+		args, err := ec.field_Subscription_interval_stats_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Subscription.IntervalStats(childComplexity, args["start_date"].(string), args["end_date"].(string), args["from"].(measures.TimePoint), args["to"].(measures.TimePoint), args["group_by"].([]string), args["bucket"].(*stats.TimeBucket), args["fractiles"].([]float64), args["fractile_method"].(*measures.FractileMethod), args["targets"].([]float64), args["confidence"].(*float64), args["max_seconds"].(*float64), args["min_cell"].(*int), args["use_or"].(*bool), args["filters"].([]*records.Filter)), true
+	case "Subscription.period_comparison":
+		if e.ComplexityRoot.Subscription.PeriodComparison == nil {
+			break
+		}
+
+		args, err := ec.field_Subscription_period_comparison_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Subscription.PeriodComparison(childComplexity, args["start_date"].(string), args["end_date"].(string), args["compare_to"].(*measures.ComparePeriod), args["group_by"].(*string), args["from"].(*measures.TimePoint), args["to"].(*measures.TimePoint), args["fractile"].(*float64), args["target"].(*float64), args["max_seconds"].(*float64), args["min_cell"].(*int), args["use_or"].(*bool), args["filters"].([]*records.Filter)), true
 	case "Subscription.record_series":
 		if e.ComplexityRoot.Subscription.RecordSeries == nil {
 			break
@@ -604,6 +1042,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Subscription.UniqueCounts(childComplexity, args["columns"].([]string), args["start_date"].(string), args["end_date"].(string), args["use_or"].(*bool), args["filters"].([]*records.Filter)), true
+	case "Subscription.unit_hour_utilization":
+		if e.ComplexityRoot.Subscription.UnitHourUtilization == nil {
+			break
+		}
+
+		args, err := ec.field_Subscription_unit_hour_utilization_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Subscription.UnitHourUtilization(childComplexity, args["start_date"].(string), args["end_date"].(string), args["per_resource"].(*bool)), true
 
 	case "UniqueCount.column":
 		if e.ComplexityRoot.UniqueCount.Column == nil {
@@ -623,6 +1072,37 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.UniqueCount.Value(childComplexity), true
+
+	case "UnitHours.resource_id":
+		if e.ComplexityRoot.UnitHours.ResourceID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.UnitHours.ResourceID(childComplexity), true
+	case "UnitHours.responses":
+		if e.ComplexityRoot.UnitHours.Responses == nil {
+			break
+		}
+
+		return e.ComplexityRoot.UnitHours.Responses(childComplexity), true
+	case "UnitHours.transports":
+		if e.ComplexityRoot.UnitHours.Transports == nil {
+			break
+		}
+
+		return e.ComplexityRoot.UnitHours.Transports(childComplexity), true
+	case "UnitHours.uhu":
+		if e.ComplexityRoot.UnitHours.Uhu == nil {
+			break
+		}
+
+		return e.ComplexityRoot.UnitHours.Uhu(childComplexity), true
+	case "UnitHours.unit_hours":
+		if e.ComplexityRoot.UnitHours.UnitHours == nil {
+			break
+		}
+
+		return e.ComplexityRoot.UnitHours.UnitHours(childComplexity), true
 
 	}
 	return 0, false
@@ -1195,12 +1675,458 @@ type Oxygen {
   administered_at: String
 }
 `, BuiltIn: false},
+	{Name: "../../modules/measures/measures_timepoint.graphqls", Input: `# The time points of a mission record, shared by /graphql (interval_stats, period_comparison)
+# and /lookups/graphql (time_points).
+
+"""
+A NEMSIS v3 time element of a mission record, in timeline order. CALL, ARRIVED_ON_SCENE and
+FIRST_OXYGEN exist in every database; the others when fact_record has their column
+(/lookups/graphql time_points lists which).
+"""
+enum TimePoint {
+  "eTimes.01 PSAP call: fact_record.occurred_at."
+  CALL
+  "eTimes.03 unit notified by dispatch: fact_record.unit_notified_at."
+  UNIT_NOTIFIED
+  "eTimes.05 unit en route: fact_record.en_route_at."
+  EN_ROUTE
+  "eTimes.06 unit arrived on scene: occurred_at + response_time_s seconds."
+  ARRIVED_ON_SCENE
+  "eTimes.07 arrived at patient: fact_record.at_patient_at."
+  AT_PATIENT
+  "The first oxygen administration's administered_at (fact_oxygen)."
+  FIRST_OXYGEN
+  "eTimes.09 unit left scene: fact_record.left_scene_at."
+  LEFT_SCENE
+  "eTimes.11 patient arrived at destination: fact_record.at_destination_at."
+  AT_DESTINATION
+  "eTimes.12 destination patient transfer of care: fact_record.transfer_of_care_at."
+  TRANSFER_OF_CARE
+  "eTimes.13 unit back in service: fact_record.back_in_service_at."
+  BACK_IN_SERVICE
+}
+`, BuiltIn: false},
+	{Name: "../../modules/measures/measures_intervals.graphqls", Input: `# interval_stats: intervals between two time points of each record, as fractiles, with
+# compliance to time targets and Wilson score intervals (contract 6.12.1, 6.12.2).
+
+extend type Query {
+  """
+  The interval from one time point to a later one of each record that distinct_values would
+  select with the same dates, use_or and filters, in seconds (fractions kept): one object per
+  combination of the group_by values (NULL is a value) and, with bucket, per bucket of the
+  call's occurred_at, for the combinations that have records; without group_by and bucket
+  exactly one object, also when nothing matches. Intervals below 0 or above max_seconds are
+  excluded; the others are measured. One SQL statement.
+
+  NFPA 1710 turnout "90 % within 60 s": from UNIT_NOTIFIED, to EN_ROUTE, targets [60].
+  Small counts are suppressed (min_cell, PRIVACY__MIN_CELL, the key's min_cell).
+  """
+  interval_stats(
+    "First day included, YYYY-MM-DD."
+    start_date: String!
+    "Last day included, YYYY-MM-DD."
+    end_date: String!
+    "The earlier time point."
+    from: TimePoint!
+    "The later time point: after from in timeline order."
+    to: TimePoint!
+    "Queryable columns to group by, at most LIMITS__MAX_COLUMNS (default 20); a column named twice counts once."
+    group_by: [String!]
+    "Also group by this bucket of the call's occurred_at (labels as in record_series)."
+    bucket: TimeBucket
+    "Fractions from 0 to 1, at most 10; default [0.9]."
+    fractiles: [Float!]
+    "NEAREST_RANK (the EMS fractile, percentile_disc) or LINEAR (percentile_cont)."
+    fractile_method: FractileMethod = NEAREST_RANK
+    "Time targets in seconds, each at least 0, at most 10: the share of measured intervals within each."
+    targets: [Float!]
+    "The confidence of the Wilson score intervals, strictly between 0 and 1."
+    confidence: Float = 0.95
+    "Intervals above this many seconds are excluded (a status button pressed late); above 0."
+    max_seconds: Float
+    "Suppress counts from 1 to min_cell-1 (0 to 1000); never lowers PRIVACY__MIN_CELL or the key's min_cell."
+    min_cell: Int
+    "true: a record matching any filter is included; false: all filters must match."
+    use_or: Boolean = false
+    "Extra conditions, combined by use_or; the date range always applies. At most LIMITS__MAX_FILTERS (default 50)."
+    filters: [Filter!]
+  ): [IntervalStats!]!
+}
+
+"How a fractile is taken from the measured intervals."
+enum FractileMethod {
+  "The smallest measured value v with at least p of the values <= v (percentile_disc): the EMS fractile."
+  NEAREST_RANK
+  "Linear interpolation between the closest ranks (percentile_cont)."
+  LINEAR
+}
+
+"The intervals of the records of one bucket and group."
+type IntervalStats {
+  "The bucket (labels as in record_series); null without bucket."
+  bucket: String
+  "The group_by columns in the order given, with this object's values."
+  group: [GroupValue!]!
+  "Selected records; null when suppressed."
+  count: Int
+  "Intervals from 0 to max_seconds; null when suppressed or when a threshold above 1 applies."
+  measured: Int
+  "Intervals below 0 or above max_seconds; null when suppressed or when a threshold above 1 applies."
+  excluded: Int
+  "Smallest measured interval, seconds; null when measured is 0 or suppressed."
+  min: Float
+  "Largest measured interval, seconds; null when measured is 0 or suppressed."
+  max: Float
+  "Average measured interval, seconds; null when measured is 0 or suppressed."
+  avg: Float
+  "For each fraction asked for, in that order, the fractile of the measured intervals (null when measured is 0 or suppressed)."
+  fractiles: [Percentile!]!
+  "For each target, in the order given, the share of measured intervals within it."
+  compliance: [Compliance!]!
+  "The object's count or measured is small: its figures are null."
+  suppressed: Boolean!
+}
+
+"The measured intervals within one target."
+type Compliance {
+  "The target, seconds."
+  target: Float!
+  "Measured intervals <= target; null when suppressed or when a threshold above 1 applies."
+  within: Int
+  "within / measured; null when measured is 0 or suppressed."
+  share: Float
+  "The Wilson score interval's lower bound at confidence; 0 exactly when within is 0."
+  ci_low: Float
+  "The Wilson score interval's upper bound at confidence; 1 exactly when within is measured."
+  ci_high: Float
+  "within or measured - within is small (or the object is suppressed): the figures are null."
+  suppressed: Boolean!
+}
+
+extend type Subscription {
+  "interval_stats, live."
+  interval_stats(
+    "First day included, YYYY-MM-DD."
+    start_date: String!
+    "Last day included, YYYY-MM-DD."
+    end_date: String!
+    "The earlier time point."
+    from: TimePoint!
+    "The later time point: after from in timeline order."
+    to: TimePoint!
+    "Queryable columns to group by, at most LIMITS__MAX_COLUMNS (default 20); a column named twice counts once."
+    group_by: [String!]
+    "Also group by this bucket of the call's occurred_at (labels as in record_series)."
+    bucket: TimeBucket
+    "Fractions from 0 to 1, at most 10; default [0.9]."
+    fractiles: [Float!]
+    "NEAREST_RANK (the EMS fractile, percentile_disc) or LINEAR (percentile_cont)."
+    fractile_method: FractileMethod = NEAREST_RANK
+    "Time targets in seconds, each at least 0, at most 10: the share of measured intervals within each."
+    targets: [Float!]
+    "The confidence of the Wilson score intervals, strictly between 0 and 1."
+    confidence: Float = 0.95
+    "Intervals above this many seconds are excluded (a status button pressed late); above 0."
+    max_seconds: Float
+    "Suppress counts from 1 to min_cell-1 (0 to 1000); never lowers PRIVACY__MIN_CELL or the key's min_cell."
+    min_cell: Int
+    "true: a record matching any filter is included; false: all filters must match."
+    use_or: Boolean = false
+    "Extra conditions, combined by use_or; the date range always applies. At most LIMITS__MAX_FILTERS (default 50)."
+    filters: [Filter!]
+  ): [IntervalStats!]!
+}
+`, BuiltIn: false},
+	{Name: "../../modules/measures/measures_demand.graphqls", Input: `# demand_grid: records per hour of the week (contract 6.12.3).
+
+extend type Query {
+  """
+  The records distinct_values would select with the same dates, use_or and filters, counted in
+  each of the 168 hours of the week (Monday 0:00 to Sunday 23:00, the region's local time as
+  stored): per cell the number of its hours in the range, the count, the mean and largest
+  count per hour and percentiles of the hourly counts, zeros included. More hours than
+  LIMITS__MAX_SERIES_POINTS is refused. Small counts are suppressed (min_cell, PRIVACY__MIN_CELL,
+  the key's min_cell). One SQL statement.
+  """
+  demand_grid(
+    "First day included, YYYY-MM-DD."
+    start_date: String!
+    "Last day included, YYYY-MM-DD."
+    end_date: String!
+    "Fractions from 0 to 1 of the hourly counts, at most 10; default none."
+    percentiles: [Float!]
+    "Suppress counts from 1 to min_cell-1 (0 to 1000); never lowers PRIVACY__MIN_CELL or the key's min_cell."
+    min_cell: Int
+    "true: a record matching any filter is included; false: all filters must match."
+    use_or: Boolean = false
+    "Extra conditions, combined by use_or; the date range always applies. At most LIMITS__MAX_FILTERS (default 50)."
+    filters: [Filter!]
+  ): DemandGrid!
+}
+
+"Demand by hour of the week."
+type DemandGrid {
+  "Hours in the range: 24 per day."
+  hours: Int!
+  "The sum of the cells' counts; null when it is small or would give away a suppressed cell."
+  total: Int
+  "168 cells: day_of_week 1 (Monday) to 7, then hour_of_day 0 to 23."
+  cells: [DemandCell!]!
+}
+
+"One hour of the week."
+type DemandCell {
+  "1 (Monday) to 7 (Sunday)."
+  day_of_week: Int!
+  "0 to 23."
+  hour_of_day: Int!
+  "The instances of this hour in the range (one per day of the range on this weekday)."
+  hours: Int!
+  "Selected records in this hour; null when suppressed."
+  count: Int
+  "count / hours; null when hours is 0 or suppressed."
+  mean_per_hour: Float
+  "The largest count in one instance; null when hours is 0 or suppressed."
+  max_per_hour: Int
+  "For each fraction asked for, the continuous percentile of the per-instance counts, zeros included."
+  percentiles: [Percentile!]!
+  "The count is small, or the cell is suppressed so that a small one cannot be derived."
+  suppressed: Boolean!
+}
+
+extend type Subscription {
+  "demand_grid, live."
+  demand_grid(
+    "First day included, YYYY-MM-DD."
+    start_date: String!
+    "Last day included, YYYY-MM-DD."
+    end_date: String!
+    "Fractions from 0 to 1 of the hourly counts, at most 10; default none."
+    percentiles: [Float!]
+    "Suppress counts from 1 to min_cell-1 (0 to 1000); never lowers PRIVACY__MIN_CELL or the key's min_cell."
+    min_cell: Int
+    "true: a record matching any filter is included; false: all filters must match."
+    use_or: Boolean = false
+    "Extra conditions, combined by use_or; the date range always applies. At most LIMITS__MAX_FILTERS (default 50)."
+    filters: [Filter!]
+  ): DemandGrid!
+}
+`, BuiltIn: false},
+	{Name: "../../modules/measures/measures_periods.graphqls", Input: `# period_comparison: a period against the previous year's or the one before (contract 6.12.5).
+
+extend type Query {
+  """
+  The records of a period against those of the previous period, per group_by value: counts,
+  and with from and to the measured intervals' fractile (NEAREST_RANK) and share within target.
+  Whole months (start_date the 1st, end_date a month's last day) compare with whole months.
+  Small counts are suppressed (min_cell, PRIVACY__MIN_CELL, the key's min_cell). One SQL
+  statement.
+  """
+  period_comparison(
+    "First day included, YYYY-MM-DD."
+    start_date: String!
+    "Last day included, YYYY-MM-DD."
+    end_date: String!
+    "PREVIOUS_YEAR: the same days (or whole months) a year earlier; PREVIOUS_PERIOD: as many days (or whole months) just before."
+    compare_to: ComparePeriod = PREVIOUS_YEAR
+    "A queryable column: one row per value occurring in either period (NULL included)."
+    group_by: String
+    "The earlier time point of the interval; with to."
+    from: TimePoint
+    "The later time point; with from."
+    to: TimePoint
+    "The fraction of the fractile, 0 to 1."
+    fractile: Float = 0.9
+    "A time target in seconds (with from and to): share is the measured intervals within it."
+    target: Float
+    "Intervals above this many seconds are excluded; above 0."
+    max_seconds: Float
+    "Suppress counts from 1 to min_cell-1 (0 to 1000); never lowers PRIVACY__MIN_CELL or the key's min_cell."
+    min_cell: Int
+    "true: a record matching any filter is included; false: all filters must match."
+    use_or: Boolean = false
+    "Extra conditions, combined by use_or; each period's dates always apply. At most LIMITS__MAX_FILTERS (default 50)."
+    filters: [Filter!]
+  ): PeriodComparison!
+}
+
+"Which period to compare with."
+enum ComparePeriod {
+  PREVIOUS_YEAR
+  PREVIOUS_PERIOD
+}
+
+"A period and the previous one."
+type PeriodComparison {
+  current_start: String!
+  current_end: String!
+  previous_start: String!
+  previous_end: String!
+  "One row per group_by value occurring in either period, ascending by type, NULL last; one row without group_by."
+  rows: [PeriodRow!]!
+}
+
+"The two periods' figures for one group_by value."
+type PeriodRow {
+  "The group_by column; null without group_by."
+  column: String
+  "The database's text form of the value; null for NULL or without group_by."
+  value: String
+  current: PeriodFigures!
+  previous: PeriodFigures!
+  "current.count - previous.count; null when either side is suppressed."
+  change: Int
+  "change / previous.count; null when that is 0 or either side is suppressed."
+  change_ratio: Float
+}
+
+"One period's figures."
+type PeriodFigures {
+  "Records; null when suppressed."
+  count: Int
+  "Intervals from 0 to max_seconds (with from and to); null otherwise, when suppressed or when a threshold above 1 applies."
+  measured: Int
+  "The NEAREST_RANK fractile of the measured intervals, seconds (with from and to)."
+  fractile: Float
+  "The share of measured intervals within target (with target); null when small counts could be derived from it."
+  share: Float
+  "count or measured is small: the figures are null."
+  suppressed: Boolean!
+}
+
+extend type Subscription {
+  "period_comparison, live."
+  period_comparison(
+    "First day included, YYYY-MM-DD."
+    start_date: String!
+    "Last day included, YYYY-MM-DD."
+    end_date: String!
+    "PREVIOUS_YEAR: the same days (or whole months) a year earlier; PREVIOUS_PERIOD: as many days (or whole months) just before."
+    compare_to: ComparePeriod = PREVIOUS_YEAR
+    "A queryable column: one row per value occurring in either period (NULL included)."
+    group_by: String
+    "The earlier time point of the interval; with to."
+    from: TimePoint
+    "The later time point; with from."
+    to: TimePoint
+    "The fraction of the fractile, 0 to 1."
+    fractile: Float = 0.9
+    "A time target in seconds (with from and to): share is the measured intervals within it."
+    target: Float
+    "Intervals above this many seconds are excluded; above 0."
+    max_seconds: Float
+    "Suppress counts from 1 to min_cell-1 (0 to 1000); never lowers PRIVACY__MIN_CELL or the key's min_cell."
+    min_cell: Int
+    "true: a record matching any filter is included; false: all filters must match."
+    use_or: Boolean = false
+    "Extra conditions, combined by use_or; each period's dates always apply. At most LIMITS__MAX_FILTERS (default 50)."
+    filters: [Filter!]
+  ): PeriodComparison!
+}
+`, BuiltIn: false},
+	{Name: "../../modules/measures/measures_unithours.graphqls", Input: `# unit_hour_utilization: transports per staffed unit hour, from fact_unit_shift (contract 6.12.6).
+
+extend type Query {
+  """
+  Unit hour utilization over the days start_date..end_date: the staffed hours of
+  fact_unit_shift inside them, the records in them and those transported, and transports per
+  unit hour. One object for all units, or with per_resource one per resource_id with shift
+  hours in the range. Needs the table fact_unit_shift. One SQL statement.
+  """
+  unit_hour_utilization(
+    "First day included, YYYY-MM-DD."
+    start_date: String!
+    "Last day included, YYYY-MM-DD."
+    end_date: String!
+    "One object per resource_id (ascending) rather than one for all."
+    per_resource: Boolean = false
+  ): [UnitHours!]!
+}
+
+"The unit hours, responses and transports of one unit, or of all."
+type UnitHours {
+  "The unit (dim_resource.resource_id); null for all units."
+  resource_id: Int
+  "Staffed hours inside the range."
+  unit_hours: Float!
+  "Records in the range (of this unit: whose sk_resource leads to its resource_id)."
+  responses: Int!
+  "Of those, the ones with transported true."
+  transports: Int!
+  "transports / unit_hours; null when unit_hours is 0."
+  uhu: Float
+}
+
+extend type Subscription {
+  "unit_hour_utilization, live."
+  unit_hour_utilization(
+    "First day included, YYYY-MM-DD."
+    start_date: String!
+    "Last day included, YYYY-MM-DD."
+    end_date: String!
+    "One object per resource_id (ascending) rather than one for all."
+    per_resource: Boolean = false
+  ): [UnitHours!]!
+}
+`, BuiltIn: false},
 }
 var parsedSchema = gqlparser.MustLoadSchema(sources...)
 
 // childFields_* functions provide shared child field context lookups.
 // Each function is generated once per unique object type, deduplicating the
 // switch statements that were previously inlined in every fieldContext_* function.
+
+func (ec *executionContext) childFields_Compliance(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "target":
+		return ec.fieldContext_Compliance_target(ctx, field)
+	case "within":
+		return ec.fieldContext_Compliance_within(ctx, field)
+	case "share":
+		return ec.fieldContext_Compliance_share(ctx, field)
+	case "ci_low":
+		return ec.fieldContext_Compliance_ci_low(ctx, field)
+	case "ci_high":
+		return ec.fieldContext_Compliance_ci_high(ctx, field)
+	case "suppressed":
+		return ec.fieldContext_Compliance_suppressed(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Compliance", field.Name)
+}
+
+func (ec *executionContext) childFields_DemandCell(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "day_of_week":
+		return ec.fieldContext_DemandCell_day_of_week(ctx, field)
+	case "hour_of_day":
+		return ec.fieldContext_DemandCell_hour_of_day(ctx, field)
+	case "hours":
+		return ec.fieldContext_DemandCell_hours(ctx, field)
+	case "count":
+		return ec.fieldContext_DemandCell_count(ctx, field)
+	case "mean_per_hour":
+		return ec.fieldContext_DemandCell_mean_per_hour(ctx, field)
+	case "max_per_hour":
+		return ec.fieldContext_DemandCell_max_per_hour(ctx, field)
+	case "percentiles":
+		return ec.fieldContext_DemandCell_percentiles(ctx, field)
+	case "suppressed":
+		return ec.fieldContext_DemandCell_suppressed(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type DemandCell", field.Name)
+}
+
+func (ec *executionContext) childFields_DemandGrid(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "hours":
+		return ec.fieldContext_DemandGrid_hours(ctx, field)
+	case "total":
+		return ec.fieldContext_DemandGrid_total(ctx, field)
+	case "cells":
+		return ec.fieldContext_DemandGrid_cells(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type DemandGrid", field.Name)
+}
 
 func (ec *executionContext) childFields_DistinctValue(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
@@ -1220,6 +2146,34 @@ func (ec *executionContext) childFields_GroupValue(ctx context.Context, field gr
 		return ec.fieldContext_GroupValue_value(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type GroupValue", field.Name)
+}
+
+func (ec *executionContext) childFields_IntervalStats(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "bucket":
+		return ec.fieldContext_IntervalStats_bucket(ctx, field)
+	case "group":
+		return ec.fieldContext_IntervalStats_group(ctx, field)
+	case "count":
+		return ec.fieldContext_IntervalStats_count(ctx, field)
+	case "measured":
+		return ec.fieldContext_IntervalStats_measured(ctx, field)
+	case "excluded":
+		return ec.fieldContext_IntervalStats_excluded(ctx, field)
+	case "min":
+		return ec.fieldContext_IntervalStats_min(ctx, field)
+	case "max":
+		return ec.fieldContext_IntervalStats_max(ctx, field)
+	case "avg":
+		return ec.fieldContext_IntervalStats_avg(ctx, field)
+	case "fractiles":
+		return ec.fieldContext_IntervalStats_fractiles(ctx, field)
+	case "compliance":
+		return ec.fieldContext_IntervalStats_compliance(ctx, field)
+	case "suppressed":
+		return ec.fieldContext_IntervalStats_suppressed(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type IntervalStats", field.Name)
 }
 
 func (ec *executionContext) childFields_MeasureStats(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -1288,6 +2242,56 @@ func (ec *executionContext) childFields_Percentile(ctx context.Context, field gr
 		return ec.fieldContext_Percentile_value(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Percentile", field.Name)
+}
+
+func (ec *executionContext) childFields_PeriodComparison(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "current_start":
+		return ec.fieldContext_PeriodComparison_current_start(ctx, field)
+	case "current_end":
+		return ec.fieldContext_PeriodComparison_current_end(ctx, field)
+	case "previous_start":
+		return ec.fieldContext_PeriodComparison_previous_start(ctx, field)
+	case "previous_end":
+		return ec.fieldContext_PeriodComparison_previous_end(ctx, field)
+	case "rows":
+		return ec.fieldContext_PeriodComparison_rows(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type PeriodComparison", field.Name)
+}
+
+func (ec *executionContext) childFields_PeriodFigures(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "count":
+		return ec.fieldContext_PeriodFigures_count(ctx, field)
+	case "measured":
+		return ec.fieldContext_PeriodFigures_measured(ctx, field)
+	case "fractile":
+		return ec.fieldContext_PeriodFigures_fractile(ctx, field)
+	case "share":
+		return ec.fieldContext_PeriodFigures_share(ctx, field)
+	case "suppressed":
+		return ec.fieldContext_PeriodFigures_suppressed(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type PeriodFigures", field.Name)
+}
+
+func (ec *executionContext) childFields_PeriodRow(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "column":
+		return ec.fieldContext_PeriodRow_column(ctx, field)
+	case "value":
+		return ec.fieldContext_PeriodRow_value(ctx, field)
+	case "current":
+		return ec.fieldContext_PeriodRow_current(ctx, field)
+	case "previous":
+		return ec.fieldContext_PeriodRow_previous(ctx, field)
+	case "change":
+		return ec.fieldContext_PeriodRow_change(ctx, field)
+	case "change_ratio":
+		return ec.fieldContext_PeriodRow_change_ratio(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type PeriodRow", field.Name)
 }
 
 func (ec *executionContext) childFields_RecordsCount(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -1362,6 +2366,22 @@ func (ec *executionContext) childFields_UniqueCount(ctx context.Context, field g
 		return ec.fieldContext_UniqueCount_value(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type UniqueCount", field.Name)
+}
+
+func (ec *executionContext) childFields_UnitHours(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "resource_id":
+		return ec.fieldContext_UnitHours_resource_id(ctx, field)
+	case "unit_hours":
+		return ec.fieldContext_UnitHours_unit_hours(ctx, field)
+	case "responses":
+		return ec.fieldContext_UnitHours_responses(ctx, field)
+	case "transports":
+		return ec.fieldContext_UnitHours_transports(ctx, field)
+	case "uhu":
+		return ec.fieldContext_UnitHours_uhu(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type UnitHours", field.Name)
 }
 
 func (ec *executionContext) childFields___Directive(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -1494,6 +2514,60 @@ func (ec *executionContext) field_Query___type_args(ctx context.Context, rawArgs
 	return args, nil
 }
 
+func (ec *executionContext) field_Query_demand_grid_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "start_date",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["start_date"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "end_date",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["end_date"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "percentiles",
+		func(ctx context.Context, v any) ([]float64, error) {
+			return ec.unmarshalOFloat2ᚕfloat64ᚄ(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["percentiles"] = arg2
+	arg3, err := graphql.ProcessArgField(ctx, rawArgs, "min_cell",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["min_cell"] = arg3
+	arg4, err := graphql.ProcessArgField(ctx, rawArgs, "use_or",
+		func(ctx context.Context, v any) (*bool, error) {
+			return ec.unmarshalOBoolean2ᚖbool(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["use_or"] = arg4
+	arg5, err := graphql.ProcessArgField(ctx, rawArgs, "filters",
+		func(ctx context.Context, v any) ([]*records.Filter, error) {
+			return ec.unmarshalOFilter2ᚕᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋrecordsᚐFilterᚄ(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["filters"] = arg5
+	return args, nil
+}
+
 func (ec *executionContext) field_Query_distinct_values_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -1537,6 +2611,124 @@ func (ec *executionContext) field_Query_distinct_values_args(ctx context.Context
 		return nil, err
 	}
 	args["filters"] = arg4
+	return args, nil
+}
+
+func (ec *executionContext) field_Query_interval_stats_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "start_date",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["start_date"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "end_date",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["end_date"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "from",
+		func(ctx context.Context, v any) (measures.TimePoint, error) {
+			return ec.unmarshalNTimePoint2githubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋmeasuresᚐTimePoint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["from"] = arg2
+	arg3, err := graphql.ProcessArgField(ctx, rawArgs, "to",
+		func(ctx context.Context, v any) (measures.TimePoint, error) {
+			return ec.unmarshalNTimePoint2githubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋmeasuresᚐTimePoint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["to"] = arg3
+	arg4, err := graphql.ProcessArgField(ctx, rawArgs, "group_by",
+		func(ctx context.Context, v any) ([]string, error) {
+			return ec.unmarshalOString2ᚕstringᚄ(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["group_by"] = arg4
+	arg5, err := graphql.ProcessArgField(ctx, rawArgs, "bucket",
+		func(ctx context.Context, v any) (*stats.TimeBucket, error) {
+			return ec.unmarshalOTimeBucket2ᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋstatsᚐTimeBucket(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["bucket"] = arg5
+	arg6, err := graphql.ProcessArgField(ctx, rawArgs, "fractiles",
+		func(ctx context.Context, v any) ([]float64, error) {
+			return ec.unmarshalOFloat2ᚕfloat64ᚄ(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["fractiles"] = arg6
+	arg7, err := graphql.ProcessArgField(ctx, rawArgs, "fractile_method",
+		func(ctx context.Context, v any) (*measures.FractileMethod, error) {
+			return ec.unmarshalOFractileMethod2ᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋmeasuresᚐFractileMethod(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["fractile_method"] = arg7
+	arg8, err := graphql.ProcessArgField(ctx, rawArgs, "targets",
+		func(ctx context.Context, v any) ([]float64, error) {
+			return ec.unmarshalOFloat2ᚕfloat64ᚄ(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["targets"] = arg8
+	arg9, err := graphql.ProcessArgField(ctx, rawArgs, "confidence",
+		func(ctx context.Context, v any) (*float64, error) {
+			return ec.unmarshalOFloat2ᚖfloat64(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["confidence"] = arg9
+	arg10, err := graphql.ProcessArgField(ctx, rawArgs, "max_seconds",
+		func(ctx context.Context, v any) (*float64, error) {
+			return ec.unmarshalOFloat2ᚖfloat64(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["max_seconds"] = arg10
+	arg11, err := graphql.ProcessArgField(ctx, rawArgs, "min_cell",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["min_cell"] = arg11
+	arg12, err := graphql.ProcessArgField(ctx, rawArgs, "use_or",
+		func(ctx context.Context, v any) (*bool, error) {
+			return ec.unmarshalOBoolean2ᚖbool(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["use_or"] = arg12
+	arg13, err := graphql.ProcessArgField(ctx, rawArgs, "filters",
+		func(ctx context.Context, v any) ([]*records.Filter, error) {
+			return ec.unmarshalOFilter2ᚕᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋrecordsᚐFilterᚄ(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["filters"] = arg13
 	return args, nil
 }
 
@@ -1589,6 +2781,108 @@ func (ec *executionContext) field_Query_patients_args(ctx context.Context, rawAr
 		return nil, err
 	}
 	args["after"] = arg1
+	return args, nil
+}
+
+func (ec *executionContext) field_Query_period_comparison_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "start_date",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["start_date"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "end_date",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["end_date"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "compare_to",
+		func(ctx context.Context, v any) (*measures.ComparePeriod, error) {
+			return ec.unmarshalOComparePeriod2ᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋmeasuresᚐComparePeriod(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["compare_to"] = arg2
+	arg3, err := graphql.ProcessArgField(ctx, rawArgs, "group_by",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["group_by"] = arg3
+	arg4, err := graphql.ProcessArgField(ctx, rawArgs, "from",
+		func(ctx context.Context, v any) (*measures.TimePoint, error) {
+			return ec.unmarshalOTimePoint2ᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋmeasuresᚐTimePoint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["from"] = arg4
+	arg5, err := graphql.ProcessArgField(ctx, rawArgs, "to",
+		func(ctx context.Context, v any) (*measures.TimePoint, error) {
+			return ec.unmarshalOTimePoint2ᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋmeasuresᚐTimePoint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["to"] = arg5
+	arg6, err := graphql.ProcessArgField(ctx, rawArgs, "fractile",
+		func(ctx context.Context, v any) (*float64, error) {
+			return ec.unmarshalOFloat2ᚖfloat64(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["fractile"] = arg6
+	arg7, err := graphql.ProcessArgField(ctx, rawArgs, "target",
+		func(ctx context.Context, v any) (*float64, error) {
+			return ec.unmarshalOFloat2ᚖfloat64(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["target"] = arg7
+	arg8, err := graphql.ProcessArgField(ctx, rawArgs, "max_seconds",
+		func(ctx context.Context, v any) (*float64, error) {
+			return ec.unmarshalOFloat2ᚖfloat64(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["max_seconds"] = arg8
+	arg9, err := graphql.ProcessArgField(ctx, rawArgs, "min_cell",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["min_cell"] = arg9
+	arg10, err := graphql.ProcessArgField(ctx, rawArgs, "use_or",
+		func(ctx context.Context, v any) (*bool, error) {
+			return ec.unmarshalOBoolean2ᚖbool(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["use_or"] = arg10
+	arg11, err := graphql.ProcessArgField(ctx, rawArgs, "filters",
+		func(ctx context.Context, v any) ([]*records.Filter, error) {
+			return ec.unmarshalOFilter2ᚕᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋrecordsᚐFilterᚄ(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["filters"] = arg11
 	return args, nil
 }
 
@@ -1806,6 +3100,90 @@ func (ec *executionContext) field_Query_unique_counts_args(ctx context.Context, 
 	return args, nil
 }
 
+func (ec *executionContext) field_Query_unit_hour_utilization_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "start_date",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["start_date"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "end_date",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["end_date"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "per_resource",
+		func(ctx context.Context, v any) (*bool, error) {
+			return ec.unmarshalOBoolean2ᚖbool(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["per_resource"] = arg2
+	return args, nil
+}
+
+func (ec *executionContext) field_Subscription_demand_grid_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "start_date",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["start_date"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "end_date",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["end_date"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "percentiles",
+		func(ctx context.Context, v any) ([]float64, error) {
+			return ec.unmarshalOFloat2ᚕfloat64ᚄ(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["percentiles"] = arg2
+	arg3, err := graphql.ProcessArgField(ctx, rawArgs, "min_cell",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["min_cell"] = arg3
+	arg4, err := graphql.ProcessArgField(ctx, rawArgs, "use_or",
+		func(ctx context.Context, v any) (*bool, error) {
+			return ec.unmarshalOBoolean2ᚖbool(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["use_or"] = arg4
+	arg5, err := graphql.ProcessArgField(ctx, rawArgs, "filters",
+		func(ctx context.Context, v any) ([]*records.Filter, error) {
+			return ec.unmarshalOFilter2ᚕᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋrecordsᚐFilterᚄ(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["filters"] = arg5
+	return args, nil
+}
+
 func (ec *executionContext) field_Subscription_distinct_values_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -1849,6 +3227,226 @@ func (ec *executionContext) field_Subscription_distinct_values_args(ctx context.
 		return nil, err
 	}
 	args["filters"] = arg4
+	return args, nil
+}
+
+func (ec *executionContext) field_Subscription_interval_stats_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "start_date",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["start_date"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "end_date",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["end_date"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "from",
+		func(ctx context.Context, v any) (measures.TimePoint, error) {
+			return ec.unmarshalNTimePoint2githubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋmeasuresᚐTimePoint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["from"] = arg2
+	arg3, err := graphql.ProcessArgField(ctx, rawArgs, "to",
+		func(ctx context.Context, v any) (measures.TimePoint, error) {
+			return ec.unmarshalNTimePoint2githubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋmeasuresᚐTimePoint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["to"] = arg3
+	arg4, err := graphql.ProcessArgField(ctx, rawArgs, "group_by",
+		func(ctx context.Context, v any) ([]string, error) {
+			return ec.unmarshalOString2ᚕstringᚄ(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["group_by"] = arg4
+	arg5, err := graphql.ProcessArgField(ctx, rawArgs, "bucket",
+		func(ctx context.Context, v any) (*stats.TimeBucket, error) {
+			return ec.unmarshalOTimeBucket2ᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋstatsᚐTimeBucket(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["bucket"] = arg5
+	arg6, err := graphql.ProcessArgField(ctx, rawArgs, "fractiles",
+		func(ctx context.Context, v any) ([]float64, error) {
+			return ec.unmarshalOFloat2ᚕfloat64ᚄ(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["fractiles"] = arg6
+	arg7, err := graphql.ProcessArgField(ctx, rawArgs, "fractile_method",
+		func(ctx context.Context, v any) (*measures.FractileMethod, error) {
+			return ec.unmarshalOFractileMethod2ᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋmeasuresᚐFractileMethod(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["fractile_method"] = arg7
+	arg8, err := graphql.ProcessArgField(ctx, rawArgs, "targets",
+		func(ctx context.Context, v any) ([]float64, error) {
+			return ec.unmarshalOFloat2ᚕfloat64ᚄ(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["targets"] = arg8
+	arg9, err := graphql.ProcessArgField(ctx, rawArgs, "confidence",
+		func(ctx context.Context, v any) (*float64, error) {
+			return ec.unmarshalOFloat2ᚖfloat64(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["confidence"] = arg9
+	arg10, err := graphql.ProcessArgField(ctx, rawArgs, "max_seconds",
+		func(ctx context.Context, v any) (*float64, error) {
+			return ec.unmarshalOFloat2ᚖfloat64(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["max_seconds"] = arg10
+	arg11, err := graphql.ProcessArgField(ctx, rawArgs, "min_cell",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["min_cell"] = arg11
+	arg12, err := graphql.ProcessArgField(ctx, rawArgs, "use_or",
+		func(ctx context.Context, v any) (*bool, error) {
+			return ec.unmarshalOBoolean2ᚖbool(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["use_or"] = arg12
+	arg13, err := graphql.ProcessArgField(ctx, rawArgs, "filters",
+		func(ctx context.Context, v any) ([]*records.Filter, error) {
+			return ec.unmarshalOFilter2ᚕᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋrecordsᚐFilterᚄ(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["filters"] = arg13
+	return args, nil
+}
+
+func (ec *executionContext) field_Subscription_period_comparison_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "start_date",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["start_date"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "end_date",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["end_date"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "compare_to",
+		func(ctx context.Context, v any) (*measures.ComparePeriod, error) {
+			return ec.unmarshalOComparePeriod2ᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋmeasuresᚐComparePeriod(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["compare_to"] = arg2
+	arg3, err := graphql.ProcessArgField(ctx, rawArgs, "group_by",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["group_by"] = arg3
+	arg4, err := graphql.ProcessArgField(ctx, rawArgs, "from",
+		func(ctx context.Context, v any) (*measures.TimePoint, error) {
+			return ec.unmarshalOTimePoint2ᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋmeasuresᚐTimePoint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["from"] = arg4
+	arg5, err := graphql.ProcessArgField(ctx, rawArgs, "to",
+		func(ctx context.Context, v any) (*measures.TimePoint, error) {
+			return ec.unmarshalOTimePoint2ᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋmeasuresᚐTimePoint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["to"] = arg5
+	arg6, err := graphql.ProcessArgField(ctx, rawArgs, "fractile",
+		func(ctx context.Context, v any) (*float64, error) {
+			return ec.unmarshalOFloat2ᚖfloat64(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["fractile"] = arg6
+	arg7, err := graphql.ProcessArgField(ctx, rawArgs, "target",
+		func(ctx context.Context, v any) (*float64, error) {
+			return ec.unmarshalOFloat2ᚖfloat64(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["target"] = arg7
+	arg8, err := graphql.ProcessArgField(ctx, rawArgs, "max_seconds",
+		func(ctx context.Context, v any) (*float64, error) {
+			return ec.unmarshalOFloat2ᚖfloat64(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["max_seconds"] = arg8
+	arg9, err := graphql.ProcessArgField(ctx, rawArgs, "min_cell",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["min_cell"] = arg9
+	arg10, err := graphql.ProcessArgField(ctx, rawArgs, "use_or",
+		func(ctx context.Context, v any) (*bool, error) {
+			return ec.unmarshalOBoolean2ᚖbool(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["use_or"] = arg10
+	arg11, err := graphql.ProcessArgField(ctx, rawArgs, "filters",
+		func(ctx context.Context, v any) ([]*records.Filter, error) {
+			return ec.unmarshalOFilter2ᚕᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋrecordsᚐFilterᚄ(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["filters"] = arg11
 	return args, nil
 }
 
@@ -2044,6 +3642,36 @@ func (ec *executionContext) field_Subscription_unique_counts_args(ctx context.Co
 	return args, nil
 }
 
+func (ec *executionContext) field_Subscription_unit_hour_utilization_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "start_date",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["start_date"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "end_date",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["end_date"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "per_resource",
+		func(ctx context.Context, v any) (*bool, error) {
+			return ec.unmarshalOBoolean2ᚖbool(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["per_resource"] = arg2
+	return args, nil
+}
+
 func (ec *executionContext) field___Directive_args_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -2117,6 +3745,415 @@ func (ec *executionContext) field___Type_inputFields_args(ctx context.Context, r
 // endregion ***************************** args.gotpl *****************************
 
 // region    **************************** field.gotpl *****************************
+
+func (ec *executionContext) _Compliance_target(ctx context.Context, field graphql.CollectedField, obj *measures.Compliance) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Compliance_target(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Target, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v float64) graphql.Marshaler {
+			return ec.marshalNFloat2float64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Compliance_target(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Compliance", field, false, false, "Float")
+}
+
+func (ec *executionContext) _Compliance_within(ctx context.Context, field graphql.CollectedField, obj *measures.Compliance) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Compliance_within(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Within, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *int64) graphql.Marshaler {
+			return ec.marshalOInt2ᚖint64(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Compliance_within(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Compliance", field, false, false, "Int")
+}
+
+func (ec *executionContext) _Compliance_share(ctx context.Context, field graphql.CollectedField, obj *measures.Compliance) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Compliance_share(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Share, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *float64) graphql.Marshaler {
+			return ec.marshalOFloat2ᚖfloat64(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Compliance_share(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Compliance", field, false, false, "Float")
+}
+
+func (ec *executionContext) _Compliance_ci_low(ctx context.Context, field graphql.CollectedField, obj *measures.Compliance) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Compliance_ci_low(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CiLow, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *float64) graphql.Marshaler {
+			return ec.marshalOFloat2ᚖfloat64(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Compliance_ci_low(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Compliance", field, false, false, "Float")
+}
+
+func (ec *executionContext) _Compliance_ci_high(ctx context.Context, field graphql.CollectedField, obj *measures.Compliance) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Compliance_ci_high(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CiHigh, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *float64) graphql.Marshaler {
+			return ec.marshalOFloat2ᚖfloat64(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Compliance_ci_high(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Compliance", field, false, false, "Float")
+}
+
+func (ec *executionContext) _Compliance_suppressed(ctx context.Context, field graphql.CollectedField, obj *measures.Compliance) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Compliance_suppressed(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Suppressed, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Compliance_suppressed(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Compliance", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _DemandCell_day_of_week(ctx context.Context, field graphql.CollectedField, obj *measures.DemandCell) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_DemandCell_day_of_week(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.DayOfWeek, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int32) graphql.Marshaler {
+			return ec.marshalNInt2int32(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_DemandCell_day_of_week(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("DemandCell", field, false, false, "Int")
+}
+
+func (ec *executionContext) _DemandCell_hour_of_day(ctx context.Context, field graphql.CollectedField, obj *measures.DemandCell) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_DemandCell_hour_of_day(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.HourOfDay, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int32) graphql.Marshaler {
+			return ec.marshalNInt2int32(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_DemandCell_hour_of_day(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("DemandCell", field, false, false, "Int")
+}
+
+func (ec *executionContext) _DemandCell_hours(ctx context.Context, field graphql.CollectedField, obj *measures.DemandCell) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_DemandCell_hours(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Hours, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt2int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_DemandCell_hours(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("DemandCell", field, false, false, "Int")
+}
+
+func (ec *executionContext) _DemandCell_count(ctx context.Context, field graphql.CollectedField, obj *measures.DemandCell) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_DemandCell_count(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Count, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *int64) graphql.Marshaler {
+			return ec.marshalOInt2ᚖint64(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_DemandCell_count(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("DemandCell", field, false, false, "Int")
+}
+
+func (ec *executionContext) _DemandCell_mean_per_hour(ctx context.Context, field graphql.CollectedField, obj *measures.DemandCell) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_DemandCell_mean_per_hour(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.MeanPerHour, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *float64) graphql.Marshaler {
+			return ec.marshalOFloat2ᚖfloat64(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_DemandCell_mean_per_hour(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("DemandCell", field, false, false, "Float")
+}
+
+func (ec *executionContext) _DemandCell_max_per_hour(ctx context.Context, field graphql.CollectedField, obj *measures.DemandCell) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_DemandCell_max_per_hour(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.MaxPerHour, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *int64) graphql.Marshaler {
+			return ec.marshalOInt2ᚖint64(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_DemandCell_max_per_hour(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("DemandCell", field, false, false, "Int")
+}
+
+func (ec *executionContext) _DemandCell_percentiles(ctx context.Context, field graphql.CollectedField, obj *measures.DemandCell) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_DemandCell_percentiles(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Percentiles, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []stats.Percentile) graphql.Marshaler {
+			return ec.marshalNPercentile2ᚕgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋstatsᚐPercentileᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_DemandCell_percentiles(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "DemandCell",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Percentile(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _DemandCell_suppressed(ctx context.Context, field graphql.CollectedField, obj *measures.DemandCell) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_DemandCell_suppressed(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Suppressed, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_DemandCell_suppressed(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("DemandCell", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _DemandGrid_hours(ctx context.Context, field graphql.CollectedField, obj *measures.DemandGrid) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_DemandGrid_hours(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Hours, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt2int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_DemandGrid_hours(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("DemandGrid", field, false, false, "Int")
+}
+
+func (ec *executionContext) _DemandGrid_total(ctx context.Context, field graphql.CollectedField, obj *measures.DemandGrid) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_DemandGrid_total(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Total, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *int64) graphql.Marshaler {
+			return ec.marshalOInt2ᚖint64(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_DemandGrid_total(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("DemandGrid", field, false, false, "Int")
+}
+
+func (ec *executionContext) _DemandGrid_cells(ctx context.Context, field graphql.CollectedField, obj *measures.DemandGrid) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_DemandGrid_cells(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Cells, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*measures.DemandCell) graphql.Marshaler {
+			return ec.marshalNDemandCell2ᚕᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋmeasuresᚐDemandCellᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_DemandGrid_cells(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "DemandGrid",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_DemandCell(ctx, field)
+		},
+	}
+	return fc, nil
+}
 
 func (ec *executionContext) _DistinctValue_column(ctx context.Context, field graphql.CollectedField, obj *stats.DistinctValue) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
@@ -2208,6 +4245,286 @@ func (ec *executionContext) _GroupValue_value(ctx context.Context, field graphql
 }
 func (ec *executionContext) fieldContext_GroupValue_value(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("GroupValue", field, false, false, "String")
+}
+
+func (ec *executionContext) _IntervalStats_bucket(ctx context.Context, field graphql.CollectedField, obj *measures.IntervalStats) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_IntervalStats_bucket(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Bucket, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_IntervalStats_bucket(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("IntervalStats", field, false, false, "String")
+}
+
+func (ec *executionContext) _IntervalStats_group(ctx context.Context, field graphql.CollectedField, obj *measures.IntervalStats) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_IntervalStats_group(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Group, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []stats.GroupValue) graphql.Marshaler {
+			return ec.marshalNGroupValue2ᚕgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋstatsᚐGroupValueᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_IntervalStats_group(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "IntervalStats",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_GroupValue(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _IntervalStats_count(ctx context.Context, field graphql.CollectedField, obj *measures.IntervalStats) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_IntervalStats_count(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Count, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *int64) graphql.Marshaler {
+			return ec.marshalOInt2ᚖint64(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_IntervalStats_count(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("IntervalStats", field, false, false, "Int")
+}
+
+func (ec *executionContext) _IntervalStats_measured(ctx context.Context, field graphql.CollectedField, obj *measures.IntervalStats) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_IntervalStats_measured(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Measured, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *int64) graphql.Marshaler {
+			return ec.marshalOInt2ᚖint64(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_IntervalStats_measured(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("IntervalStats", field, false, false, "Int")
+}
+
+func (ec *executionContext) _IntervalStats_excluded(ctx context.Context, field graphql.CollectedField, obj *measures.IntervalStats) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_IntervalStats_excluded(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Excluded, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *int64) graphql.Marshaler {
+			return ec.marshalOInt2ᚖint64(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_IntervalStats_excluded(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("IntervalStats", field, false, false, "Int")
+}
+
+func (ec *executionContext) _IntervalStats_min(ctx context.Context, field graphql.CollectedField, obj *measures.IntervalStats) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_IntervalStats_min(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Min, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *float64) graphql.Marshaler {
+			return ec.marshalOFloat2ᚖfloat64(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_IntervalStats_min(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("IntervalStats", field, false, false, "Float")
+}
+
+func (ec *executionContext) _IntervalStats_max(ctx context.Context, field graphql.CollectedField, obj *measures.IntervalStats) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_IntervalStats_max(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Max, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *float64) graphql.Marshaler {
+			return ec.marshalOFloat2ᚖfloat64(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_IntervalStats_max(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("IntervalStats", field, false, false, "Float")
+}
+
+func (ec *executionContext) _IntervalStats_avg(ctx context.Context, field graphql.CollectedField, obj *measures.IntervalStats) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_IntervalStats_avg(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Avg, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *float64) graphql.Marshaler {
+			return ec.marshalOFloat2ᚖfloat64(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_IntervalStats_avg(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("IntervalStats", field, false, false, "Float")
+}
+
+func (ec *executionContext) _IntervalStats_fractiles(ctx context.Context, field graphql.CollectedField, obj *measures.IntervalStats) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_IntervalStats_fractiles(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Fractiles, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []stats.Percentile) graphql.Marshaler {
+			return ec.marshalNPercentile2ᚕgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋstatsᚐPercentileᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_IntervalStats_fractiles(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "IntervalStats",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Percentile(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _IntervalStats_compliance(ctx context.Context, field graphql.CollectedField, obj *measures.IntervalStats) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_IntervalStats_compliance(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Compliance, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []measures.Compliance) graphql.Marshaler {
+			return ec.marshalNCompliance2ᚕgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋmeasuresᚐComplianceᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_IntervalStats_compliance(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "IntervalStats",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Compliance(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _IntervalStats_suppressed(ctx context.Context, field graphql.CollectedField, obj *measures.IntervalStats) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_IntervalStats_suppressed(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Suppressed, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_IntervalStats_suppressed(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("IntervalStats", field, false, false, "Boolean")
 }
 
 func (ec *executionContext) _MeasureStats_bucket(ctx context.Context, field graphql.CollectedField, obj *stats.MeasureStats) (ret graphql.Marshaler) {
@@ -2734,6 +5051,401 @@ func (ec *executionContext) fieldContext_Percentile_value(_ context.Context, fie
 	return graphql.NewScalarFieldContext("Percentile", field, false, false, "Float")
 }
 
+func (ec *executionContext) _PeriodComparison_current_start(ctx context.Context, field graphql.CollectedField, obj *measures.PeriodComparison) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PeriodComparison_current_start(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CurrentStart, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PeriodComparison_current_start(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PeriodComparison", field, false, false, "String")
+}
+
+func (ec *executionContext) _PeriodComparison_current_end(ctx context.Context, field graphql.CollectedField, obj *measures.PeriodComparison) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PeriodComparison_current_end(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CurrentEnd, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PeriodComparison_current_end(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PeriodComparison", field, false, false, "String")
+}
+
+func (ec *executionContext) _PeriodComparison_previous_start(ctx context.Context, field graphql.CollectedField, obj *measures.PeriodComparison) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PeriodComparison_previous_start(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.PreviousStart, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PeriodComparison_previous_start(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PeriodComparison", field, false, false, "String")
+}
+
+func (ec *executionContext) _PeriodComparison_previous_end(ctx context.Context, field graphql.CollectedField, obj *measures.PeriodComparison) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PeriodComparison_previous_end(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.PreviousEnd, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PeriodComparison_previous_end(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PeriodComparison", field, false, false, "String")
+}
+
+func (ec *executionContext) _PeriodComparison_rows(ctx context.Context, field graphql.CollectedField, obj *measures.PeriodComparison) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PeriodComparison_rows(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Rows, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*measures.PeriodRow) graphql.Marshaler {
+			return ec.marshalNPeriodRow2ᚕᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋmeasuresᚐPeriodRowᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PeriodComparison_rows(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "PeriodComparison",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_PeriodRow(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _PeriodFigures_count(ctx context.Context, field graphql.CollectedField, obj *measures.PeriodFigures) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PeriodFigures_count(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Count, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *int64) graphql.Marshaler {
+			return ec.marshalOInt2ᚖint64(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_PeriodFigures_count(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PeriodFigures", field, false, false, "Int")
+}
+
+func (ec *executionContext) _PeriodFigures_measured(ctx context.Context, field graphql.CollectedField, obj *measures.PeriodFigures) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PeriodFigures_measured(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Measured, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *int64) graphql.Marshaler {
+			return ec.marshalOInt2ᚖint64(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_PeriodFigures_measured(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PeriodFigures", field, false, false, "Int")
+}
+
+func (ec *executionContext) _PeriodFigures_fractile(ctx context.Context, field graphql.CollectedField, obj *measures.PeriodFigures) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PeriodFigures_fractile(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Fractile, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *float64) graphql.Marshaler {
+			return ec.marshalOFloat2ᚖfloat64(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_PeriodFigures_fractile(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PeriodFigures", field, false, false, "Float")
+}
+
+func (ec *executionContext) _PeriodFigures_share(ctx context.Context, field graphql.CollectedField, obj *measures.PeriodFigures) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PeriodFigures_share(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Share, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *float64) graphql.Marshaler {
+			return ec.marshalOFloat2ᚖfloat64(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_PeriodFigures_share(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PeriodFigures", field, false, false, "Float")
+}
+
+func (ec *executionContext) _PeriodFigures_suppressed(ctx context.Context, field graphql.CollectedField, obj *measures.PeriodFigures) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PeriodFigures_suppressed(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Suppressed, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PeriodFigures_suppressed(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PeriodFigures", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _PeriodRow_column(ctx context.Context, field graphql.CollectedField, obj *measures.PeriodRow) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PeriodRow_column(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Column, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_PeriodRow_column(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PeriodRow", field, false, false, "String")
+}
+
+func (ec *executionContext) _PeriodRow_value(ctx context.Context, field graphql.CollectedField, obj *measures.PeriodRow) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PeriodRow_value(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Value, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_PeriodRow_value(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PeriodRow", field, false, false, "String")
+}
+
+func (ec *executionContext) _PeriodRow_current(ctx context.Context, field graphql.CollectedField, obj *measures.PeriodRow) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PeriodRow_current(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Current, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *measures.PeriodFigures) graphql.Marshaler {
+			return ec.marshalNPeriodFigures2ᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋmeasuresᚐPeriodFigures(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PeriodRow_current(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "PeriodRow",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_PeriodFigures(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _PeriodRow_previous(ctx context.Context, field graphql.CollectedField, obj *measures.PeriodRow) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PeriodRow_previous(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Previous, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *measures.PeriodFigures) graphql.Marshaler {
+			return ec.marshalNPeriodFigures2ᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋmeasuresᚐPeriodFigures(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PeriodRow_previous(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "PeriodRow",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_PeriodFigures(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _PeriodRow_change(ctx context.Context, field graphql.CollectedField, obj *measures.PeriodRow) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PeriodRow_change(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Change, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *int64) graphql.Marshaler {
+			return ec.marshalOInt2ᚖint64(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_PeriodRow_change(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PeriodRow", field, false, false, "Int")
+}
+
+func (ec *executionContext) _PeriodRow_change_ratio(ctx context.Context, field graphql.CollectedField, obj *measures.PeriodRow) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PeriodRow_change_ratio(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ChangeRatio, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *float64) graphql.Marshaler {
+			return ec.marshalOFloat2ᚖfloat64(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_PeriodRow_change_ratio(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PeriodRow", field, false, false, "Float")
+}
+
 func (ec *executionContext) _Query_record_stats(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -3112,6 +5824,182 @@ func (ec *executionContext) fieldContext_Query_oxygens(ctx context.Context, fiel
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_Query_oxygens_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_interval_stats(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_interval_stats(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().IntervalStats(ctx, fc.Args["start_date"].(string), fc.Args["end_date"].(string), fc.Args["from"].(measures.TimePoint), fc.Args["to"].(measures.TimePoint), fc.Args["group_by"].([]string), fc.Args["bucket"].(*stats.TimeBucket), fc.Args["fractiles"].([]float64), fc.Args["fractile_method"].(*measures.FractileMethod), fc.Args["targets"].([]float64), fc.Args["confidence"].(*float64), fc.Args["max_seconds"].(*float64), fc.Args["min_cell"].(*int), fc.Args["use_or"].(*bool), fc.Args["filters"].([]*records.Filter))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*measures.IntervalStats) graphql.Marshaler {
+			return ec.marshalNIntervalStats2ᚕᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋmeasuresᚐIntervalStatsᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_interval_stats(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_IntervalStats(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_interval_stats_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_demand_grid(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_demand_grid(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().DemandGrid(ctx, fc.Args["start_date"].(string), fc.Args["end_date"].(string), fc.Args["percentiles"].([]float64), fc.Args["min_cell"].(*int), fc.Args["use_or"].(*bool), fc.Args["filters"].([]*records.Filter))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *measures.DemandGrid) graphql.Marshaler {
+			return ec.marshalNDemandGrid2ᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋmeasuresᚐDemandGrid(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_demand_grid(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_DemandGrid(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_demand_grid_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_period_comparison(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_period_comparison(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().PeriodComparison(ctx, fc.Args["start_date"].(string), fc.Args["end_date"].(string), fc.Args["compare_to"].(*measures.ComparePeriod), fc.Args["group_by"].(*string), fc.Args["from"].(*measures.TimePoint), fc.Args["to"].(*measures.TimePoint), fc.Args["fractile"].(*float64), fc.Args["target"].(*float64), fc.Args["max_seconds"].(*float64), fc.Args["min_cell"].(*int), fc.Args["use_or"].(*bool), fc.Args["filters"].([]*records.Filter))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *measures.PeriodComparison) graphql.Marshaler {
+			return ec.marshalNPeriodComparison2ᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋmeasuresᚐPeriodComparison(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_period_comparison(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_PeriodComparison(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_period_comparison_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Query_unit_hour_utilization(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_unit_hour_utilization(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().UnitHourUtilization(ctx, fc.Args["start_date"].(string), fc.Args["end_date"].(string), fc.Args["per_resource"].(*bool))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*measures.UnitHours) graphql.Marshaler {
+			return ec.marshalNUnitHours2ᚕᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋmeasuresᚐUnitHoursᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_unit_hour_utilization(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_UnitHours(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_unit_hour_utilization_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -3823,6 +6711,182 @@ func (ec *executionContext) fieldContext_Subscription_station_resources(_ contex
 	return fc, nil
 }
 
+func (ec *executionContext) _Subscription_interval_stats(ctx context.Context, field graphql.CollectedField) (ret func(ctx context.Context) graphql.Marshaler) {
+	return graphql.ResolveFieldStream(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Subscription_interval_stats(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Subscription().IntervalStats(ctx, fc.Args["start_date"].(string), fc.Args["end_date"].(string), fc.Args["from"].(measures.TimePoint), fc.Args["to"].(measures.TimePoint), fc.Args["group_by"].([]string), fc.Args["bucket"].(*stats.TimeBucket), fc.Args["fractiles"].([]float64), fc.Args["fractile_method"].(*measures.FractileMethod), fc.Args["targets"].([]float64), fc.Args["confidence"].(*float64), fc.Args["max_seconds"].(*float64), fc.Args["min_cell"].(*int), fc.Args["use_or"].(*bool), fc.Args["filters"].([]*records.Filter))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*measures.IntervalStats) graphql.Marshaler {
+			return ec.marshalNIntervalStats2ᚕᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋmeasuresᚐIntervalStatsᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Subscription_interval_stats(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Subscription",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_IntervalStats(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Subscription_interval_stats_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Subscription_demand_grid(ctx context.Context, field graphql.CollectedField) (ret func(ctx context.Context) graphql.Marshaler) {
+	return graphql.ResolveFieldStream(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Subscription_demand_grid(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Subscription().DemandGrid(ctx, fc.Args["start_date"].(string), fc.Args["end_date"].(string), fc.Args["percentiles"].([]float64), fc.Args["min_cell"].(*int), fc.Args["use_or"].(*bool), fc.Args["filters"].([]*records.Filter))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *measures.DemandGrid) graphql.Marshaler {
+			return ec.marshalNDemandGrid2ᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋmeasuresᚐDemandGrid(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Subscription_demand_grid(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Subscription",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_DemandGrid(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Subscription_demand_grid_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Subscription_period_comparison(ctx context.Context, field graphql.CollectedField) (ret func(ctx context.Context) graphql.Marshaler) {
+	return graphql.ResolveFieldStream(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Subscription_period_comparison(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Subscription().PeriodComparison(ctx, fc.Args["start_date"].(string), fc.Args["end_date"].(string), fc.Args["compare_to"].(*measures.ComparePeriod), fc.Args["group_by"].(*string), fc.Args["from"].(*measures.TimePoint), fc.Args["to"].(*measures.TimePoint), fc.Args["fractile"].(*float64), fc.Args["target"].(*float64), fc.Args["max_seconds"].(*float64), fc.Args["min_cell"].(*int), fc.Args["use_or"].(*bool), fc.Args["filters"].([]*records.Filter))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *measures.PeriodComparison) graphql.Marshaler {
+			return ec.marshalNPeriodComparison2ᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋmeasuresᚐPeriodComparison(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Subscription_period_comparison(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Subscription",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_PeriodComparison(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Subscription_period_comparison_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Subscription_unit_hour_utilization(ctx context.Context, field graphql.CollectedField) (ret func(ctx context.Context) graphql.Marshaler) {
+	return graphql.ResolveFieldStream(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Subscription_unit_hour_utilization(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Subscription().UnitHourUtilization(ctx, fc.Args["start_date"].(string), fc.Args["end_date"].(string), fc.Args["per_resource"].(*bool))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*measures.UnitHours) graphql.Marshaler {
+			return ec.marshalNUnitHours2ᚕᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋmeasuresᚐUnitHoursᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Subscription_unit_hour_utilization(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Subscription",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_UnitHours(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Subscription_unit_hour_utilization_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _UniqueCount_column(ctx context.Context, field graphql.CollectedField, obj *stats.UniqueCount) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -3890,6 +6954,121 @@ func (ec *executionContext) _UniqueCount_value(ctx context.Context, field graphq
 }
 func (ec *executionContext) fieldContext_UniqueCount_value(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("UniqueCount", field, false, false, "String")
+}
+
+func (ec *executionContext) _UnitHours_resource_id(ctx context.Context, field graphql.CollectedField, obj *measures.UnitHours) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_UnitHours_resource_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ResourceID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *int32) graphql.Marshaler {
+			return ec.marshalOInt2ᚖint32(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_UnitHours_resource_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("UnitHours", field, false, false, "Int")
+}
+
+func (ec *executionContext) _UnitHours_unit_hours(ctx context.Context, field graphql.CollectedField, obj *measures.UnitHours) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_UnitHours_unit_hours(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.UnitHours, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v float64) graphql.Marshaler {
+			return ec.marshalNFloat2float64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_UnitHours_unit_hours(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("UnitHours", field, false, false, "Float")
+}
+
+func (ec *executionContext) _UnitHours_responses(ctx context.Context, field graphql.CollectedField, obj *measures.UnitHours) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_UnitHours_responses(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Responses, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt2int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_UnitHours_responses(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("UnitHours", field, false, false, "Int")
+}
+
+func (ec *executionContext) _UnitHours_transports(ctx context.Context, field graphql.CollectedField, obj *measures.UnitHours) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_UnitHours_transports(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Transports, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt2int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_UnitHours_transports(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("UnitHours", field, false, false, "Int")
+}
+
+func (ec *executionContext) _UnitHours_uhu(ctx context.Context, field graphql.CollectedField, obj *measures.UnitHours) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_UnitHours_uhu(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Uhu, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *float64) graphql.Marshaler {
+			return ec.marshalOFloat2ᚖfloat64(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_UnitHours_uhu(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("UnitHours", field, false, false, "Float")
 }
 
 func (ec *executionContext) ___Directive_name(ctx context.Context, field graphql.CollectedField, obj *introspection.Directive) (ret graphql.Marshaler) {
@@ -5036,6 +8215,175 @@ func UnmarshalFilter(ctx context.Context, raw any) (records.Filter, error) {
 
 // region    **************************** object.gotpl ****************************
 
+var complianceImplementors = []string{"Compliance"}
+
+func (ec *executionContext) _Compliance(ctx context.Context, sel ast.SelectionSet, obj *measures.Compliance) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, complianceImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Compliance")
+		case "target":
+			out.Values[i] = ec._Compliance_target(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "within":
+			out.Values[i] = ec._Compliance_within(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "share":
+			out.Values[i] = ec._Compliance_share(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "ci_low":
+			out.Values[i] = ec._Compliance_ci_low(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "ci_high":
+			out.Values[i] = ec._Compliance_ci_high(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "suppressed":
+			out.Values[i] = ec._Compliance_suppressed(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var demandCellImplementors = []string{"DemandCell"}
+
+func (ec *executionContext) _DemandCell(ctx context.Context, sel ast.SelectionSet, obj *measures.DemandCell) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, demandCellImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("DemandCell")
+		case "day_of_week":
+			out.Values[i] = ec._DemandCell_day_of_week(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "hour_of_day":
+			out.Values[i] = ec._DemandCell_hour_of_day(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "hours":
+			out.Values[i] = ec._DemandCell_hours(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "count":
+			out.Values[i] = ec._DemandCell_count(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "mean_per_hour":
+			out.Values[i] = ec._DemandCell_mean_per_hour(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "max_per_hour":
+			out.Values[i] = ec._DemandCell_max_per_hour(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "percentiles":
+			out.Values[i] = ec._DemandCell_percentiles(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "suppressed":
+			out.Values[i] = ec._DemandCell_suppressed(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var demandGridImplementors = []string{"DemandGrid"}
+
+func (ec *executionContext) _DemandGrid(ctx context.Context, sel ast.SelectionSet, obj *measures.DemandGrid) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, demandGridImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("DemandGrid")
+		case "hours":
+			out.Values[i] = ec._DemandGrid_hours(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "total":
+			out.Values[i] = ec._DemandGrid_total(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "cells":
+			out.Values[i] = ec._DemandGrid_cells(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var distinctValueImplementors = []string{"DistinctValue"}
 
 func (ec *executionContext) _DistinctValue(ctx context.Context, sel ast.SelectionSet, obj *stats.DistinctValue) graphql.Marshaler {
@@ -5093,6 +8441,89 @@ func (ec *executionContext) _GroupValue(ctx context.Context, sel ast.SelectionSe
 		case "value":
 			out.Values[i] = ec._GroupValue_value(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var intervalStatsImplementors = []string{"IntervalStats"}
+
+func (ec *executionContext) _IntervalStats(ctx context.Context, sel ast.SelectionSet, obj *measures.IntervalStats) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, intervalStatsImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("IntervalStats")
+		case "bucket":
+			out.Values[i] = ec._IntervalStats_bucket(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "group":
+			out.Values[i] = ec._IntervalStats_group(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "count":
+			out.Values[i] = ec._IntervalStats_count(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "measured":
+			out.Values[i] = ec._IntervalStats_measured(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "excluded":
+			out.Values[i] = ec._IntervalStats_excluded(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "min":
+			out.Values[i] = ec._IntervalStats_min(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "max":
+			out.Values[i] = ec._IntervalStats_max(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "avg":
+			out.Values[i] = ec._IntervalStats_avg(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "fractiles":
+			out.Values[i] = ec._IntervalStats_fractiles(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "compliance":
+			out.Values[i] = ec._IntervalStats_compliance(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "suppressed":
+			out.Values[i] = ec._IntervalStats_suppressed(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
 		default:
@@ -5334,6 +8765,170 @@ func (ec *executionContext) _Percentile(ctx context.Context, sel ast.SelectionSe
 	return out
 }
 
+var periodComparisonImplementors = []string{"PeriodComparison"}
+
+func (ec *executionContext) _PeriodComparison(ctx context.Context, sel ast.SelectionSet, obj *measures.PeriodComparison) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, periodComparisonImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("PeriodComparison")
+		case "current_start":
+			out.Values[i] = ec._PeriodComparison_current_start(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "current_end":
+			out.Values[i] = ec._PeriodComparison_current_end(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "previous_start":
+			out.Values[i] = ec._PeriodComparison_previous_start(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "previous_end":
+			out.Values[i] = ec._PeriodComparison_previous_end(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "rows":
+			out.Values[i] = ec._PeriodComparison_rows(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var periodFiguresImplementors = []string{"PeriodFigures"}
+
+func (ec *executionContext) _PeriodFigures(ctx context.Context, sel ast.SelectionSet, obj *measures.PeriodFigures) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, periodFiguresImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("PeriodFigures")
+		case "count":
+			out.Values[i] = ec._PeriodFigures_count(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "measured":
+			out.Values[i] = ec._PeriodFigures_measured(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "fractile":
+			out.Values[i] = ec._PeriodFigures_fractile(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "share":
+			out.Values[i] = ec._PeriodFigures_share(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "suppressed":
+			out.Values[i] = ec._PeriodFigures_suppressed(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var periodRowImplementors = []string{"PeriodRow"}
+
+func (ec *executionContext) _PeriodRow(ctx context.Context, sel ast.SelectionSet, obj *measures.PeriodRow) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, periodRowImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("PeriodRow")
+		case "column":
+			out.Values[i] = ec._PeriodRow_column(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "value":
+			out.Values[i] = ec._PeriodRow_value(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "current":
+			out.Values[i] = ec._PeriodRow_current(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "previous":
+			out.Values[i] = ec._PeriodRow_previous(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "change":
+			out.Values[i] = ec._PeriodRow_change(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "change_ratio":
+			out.Values[i] = ec._PeriodRow_change_ratio(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var queryImplementors = []string{"Query"}
 
 func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) graphql.Marshaler {
@@ -5406,6 +9001,30 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 				true, true,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Query_oxygens(ctx, field)
+				})
+		case "interval_stats":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_interval_stats(ctx, field)
+				})
+		case "demand_grid":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_demand_grid(ctx, field)
+				})
+		case "period_comparison":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_period_comparison(ctx, field)
+				})
+		case "unit_hour_utilization":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_unit_hour_utilization(ctx, field)
 				})
 		case "__type":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
@@ -5683,6 +9302,14 @@ func (ec *executionContext) _Subscription(ctx context.Context, sel ast.Selection
 		return ec._Subscription_records_count(ctx, fields[0])
 	case "station_resources":
 		return ec._Subscription_station_resources(ctx, fields[0])
+	case "interval_stats":
+		return ec._Subscription_interval_stats(ctx, fields[0])
+	case "demand_grid":
+		return ec._Subscription_demand_grid(ctx, fields[0])
+	case "period_comparison":
+		return ec._Subscription_period_comparison(ctx, fields[0])
+	case "unit_hour_utilization":
+		return ec._Subscription_unit_hour_utilization(ctx, fields[0])
 	default:
 		panic("unknown field " + strconv.Quote(fields[0].Name))
 	}
@@ -5711,6 +9338,59 @@ func (ec *executionContext) _UniqueCount(ctx context.Context, sel ast.SelectionS
 			}
 		case "value":
 			out.Values[i] = ec._UniqueCount_value(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var unitHoursImplementors = []string{"UnitHours"}
+
+func (ec *executionContext) _UnitHours(ctx context.Context, sel ast.SelectionSet, obj *measures.UnitHours) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, unitHoursImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("UnitHours")
+		case "resource_id":
+			out.Values[i] = ec._UnitHours_resource_id(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "unit_hours":
+			out.Values[i] = ec._UnitHours_unit_hours(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "responses":
+			out.Values[i] = ec._UnitHours_responses(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "transports":
+			out.Values[i] = ec._UnitHours_transports(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "uhu":
+			out.Values[i] = ec._UnitHours_uhu(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
@@ -6107,6 +9787,58 @@ func (ec *executionContext) marshalNBoolean2bool(ctx context.Context, sel ast.Se
 	return res
 }
 
+func (ec *executionContext) marshalNCompliance2githubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋmeasuresᚐCompliance(ctx context.Context, sel ast.SelectionSet, v measures.Compliance) graphql.Marshaler {
+	return ec._Compliance(ctx, sel, &v)
+}
+
+func (ec *executionContext) marshalNCompliance2ᚕgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋmeasuresᚐComplianceᚄ(ctx context.Context, sel ast.SelectionSet, v []measures.Compliance) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNCompliance2githubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋmeasuresᚐCompliance(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNDemandCell2ᚕᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋmeasuresᚐDemandCellᚄ(ctx context.Context, sel ast.SelectionSet, v []*measures.DemandCell) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNDemandCell2ᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋmeasuresᚐDemandCell(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNDemandCell2ᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋmeasuresᚐDemandCell(ctx context.Context, sel ast.SelectionSet, v *measures.DemandCell) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "DemandCell!")
+		return graphql.Null
+	}
+	return ec._DemandCell(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNDemandGrid2ᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋmeasuresᚐDemandGrid(ctx context.Context, sel ast.SelectionSet, v *measures.DemandGrid) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "DemandGrid!")
+		return graphql.Null
+	}
+	return ec._DemandGrid(ctx, sel, v)
+}
+
 func (ec *executionContext) marshalNDistinctValue2ᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋstatsᚐDistinctValue(ctx context.Context, sel ast.SelectionSet, v *stats.DistinctValue) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "DistinctValue!")
@@ -6190,6 +9922,30 @@ func (ec *executionContext) marshalNInt2int64(ctx context.Context, sel ast.Selec
 		graphql.AddInvalidNullFromMarshaler(ctx, "Int!")
 	}
 	return res
+}
+
+func (ec *executionContext) marshalNIntervalStats2ᚕᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋmeasuresᚐIntervalStatsᚄ(ctx context.Context, sel ast.SelectionSet, v []*measures.IntervalStats) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNIntervalStats2ᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋmeasuresᚐIntervalStats(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNIntervalStats2ᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋmeasuresᚐIntervalStats(ctx context.Context, sel ast.SelectionSet, v *measures.IntervalStats) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "IntervalStats!")
+		return graphql.Null
+	}
+	return ec._IntervalStats(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalNMeasureStats2ᚕᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋstatsᚐMeasureStatsᚄ(ctx context.Context, sel ast.SelectionSet, v []*stats.MeasureStats) graphql.Marshaler {
@@ -6282,6 +10038,46 @@ func (ec *executionContext) marshalNPercentile2ᚕgithubᚗcomᚋemsanalyticsᚋ
 	}
 
 	return ret
+}
+
+func (ec *executionContext) marshalNPeriodComparison2ᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋmeasuresᚐPeriodComparison(ctx context.Context, sel ast.SelectionSet, v *measures.PeriodComparison) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "PeriodComparison!")
+		return graphql.Null
+	}
+	return ec._PeriodComparison(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNPeriodFigures2ᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋmeasuresᚐPeriodFigures(ctx context.Context, sel ast.SelectionSet, v *measures.PeriodFigures) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "PeriodFigures!")
+		return graphql.Null
+	}
+	return ec._PeriodFigures(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNPeriodRow2ᚕᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋmeasuresᚐPeriodRowᚄ(ctx context.Context, sel ast.SelectionSet, v []*measures.PeriodRow) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNPeriodRow2ᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋmeasuresᚐPeriodRow(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNPeriodRow2ᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋmeasuresᚐPeriodRow(ctx context.Context, sel ast.SelectionSet, v *measures.PeriodRow) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "PeriodRow!")
+		return graphql.Null
+	}
+	return ec._PeriodRow(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalNRecordsCount2ᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋstatsᚐRecordsCount(ctx context.Context, sel ast.SelectionSet, v *stats.RecordsCount) graphql.Marshaler {
@@ -6437,12 +10233,46 @@ func (ec *executionContext) marshalNTimeBucket2githubᚗcomᚋemsanalyticsᚋems
 	return v
 }
 
+func (ec *executionContext) unmarshalNTimePoint2githubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋmeasuresᚐTimePoint(ctx context.Context, v any) (measures.TimePoint, error) {
+	var res measures.TimePoint
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNTimePoint2githubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋmeasuresᚐTimePoint(ctx context.Context, sel ast.SelectionSet, v measures.TimePoint) graphql.Marshaler {
+	return v
+}
+
 func (ec *executionContext) marshalNUniqueCount2ᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋstatsᚐUniqueCount(ctx context.Context, sel ast.SelectionSet, v *stats.UniqueCount) graphql.Marshaler {
 	if v == nil {
 		graphql.AddInvalidNullError(ctx, "UniqueCount!")
 		return graphql.Null
 	}
 	return ec._UniqueCount(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNUnitHours2ᚕᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋmeasuresᚐUnitHoursᚄ(ctx context.Context, sel ast.SelectionSet, v []*measures.UnitHours) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNUnitHours2ᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋmeasuresᚐUnitHours(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNUnitHours2ᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋmeasuresᚐUnitHours(ctx context.Context, sel ast.SelectionSet, v *measures.UnitHours) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "UnitHours!")
+		return graphql.Null
+	}
+	return ec._UnitHours(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalN__Directive2githubᚗcomᚋ99designsᚋgqlgenᚋgraphqlᚋintrospectionᚐDirective(ctx context.Context, sel ast.SelectionSet, v introspection.Directive) graphql.Marshaler {
@@ -6617,6 +10447,22 @@ func (ec *executionContext) marshalOBoolean2ᚖbool(ctx context.Context, sel ast
 	return res
 }
 
+func (ec *executionContext) unmarshalOComparePeriod2ᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋmeasuresᚐComparePeriod(ctx context.Context, v any) (*measures.ComparePeriod, error) {
+	if v == nil {
+		return nil, nil
+	}
+	var res = new(measures.ComparePeriod)
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOComparePeriod2ᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋmeasuresᚐComparePeriod(ctx context.Context, sel ast.SelectionSet, v *measures.ComparePeriod) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return v
+}
+
 func (ec *executionContext) marshalODistinctValue2ᚕᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋstatsᚐDistinctValueᚄ(ctx context.Context, sel ast.SelectionSet, v []*stats.DistinctValue) graphql.Marshaler {
 	if v == nil {
 		return graphql.Null
@@ -6703,6 +10549,22 @@ func (ec *executionContext) marshalOFloat2ᚖfloat64(ctx context.Context, sel as
 	_ = sel
 	res := graphql.MarshalFloatContext(*v)
 	return graphql.WrapContextMarshaler(ctx, res)
+}
+
+func (ec *executionContext) unmarshalOFractileMethod2ᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋmeasuresᚐFractileMethod(ctx context.Context, v any) (*measures.FractileMethod, error) {
+	if v == nil {
+		return nil, nil
+	}
+	var res = new(measures.FractileMethod)
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOFractileMethod2ᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋmeasuresᚐFractileMethod(ctx context.Context, sel ast.SelectionSet, v *measures.FractileMethod) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return v
 }
 
 func (ec *executionContext) unmarshalOInt2ᚖint(ctx context.Context, v any) (*int, error) {
@@ -6822,6 +10684,22 @@ func (ec *executionContext) unmarshalOTimeBucket2ᚖgithubᚗcomᚋemsanalytics�
 }
 
 func (ec *executionContext) marshalOTimeBucket2ᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋstatsᚐTimeBucket(ctx context.Context, sel ast.SelectionSet, v *stats.TimeBucket) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return v
+}
+
+func (ec *executionContext) unmarshalOTimePoint2ᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋmeasuresᚐTimePoint(ctx context.Context, v any) (*measures.TimePoint, error) {
+	if v == nil {
+		return nil, nil
+	}
+	var res = new(measures.TimePoint)
+	err := res.UnmarshalGQL(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOTimePoint2ᚖgithubᚗcomᚋemsanalyticsᚋemsqueryᚋmodulesᚋmeasuresᚐTimePoint(ctx context.Context, sel ast.SelectionSet, v *measures.TimePoint) graphql.Marshaler {
 	if v == nil {
 		return graphql.Null
 	}

@@ -5,6 +5,7 @@ package gqlpublic
 import (
 	"github.com/99designs/gqlgen/graphql"
 
+	"github.com/emsanalytics/emsquery/modules/measures"
 	"github.com/emsanalytics/emsquery/modules/patients"
 	"github.com/emsanalytics/emsquery/modules/resources"
 	"github.com/emsanalytics/emsquery/modules/stats"
@@ -16,23 +17,31 @@ type Resolver struct {
 	Stats         *stats.Resolver
 	Resources     *resources.Resolver
 	Patients      *patients.Resolver
+	Measures      *measures.Resolver
 	StatsLive     *stats.Subscriptions
 	ResourcesLive *resources.Subscriptions
+	MeasuresLive  *measures.Subscriptions
 }
 
-func (r *Resolver) Query() QueryResolver { return queryResolver{r.Stats, r.Resources, r.Patients} }
+func (r *Resolver) Query() QueryResolver {
+	return queryResolver{r.Stats, r.Resources, r.Patients, r.Measures}
+}
 
 func (r *Resolver) Subscription() SubscriptionResolver {
-	return subscriptionResolver{r.StatsLive, r.ResourcesLive}
+	return subscriptionResolver{r.StatsLive, r.ResourcesLive, r.MeasuresLive}
 }
 
 // subscriptionResolver embeds the modules' subscription resolvers, as queryResolver does.
 type subscriptionResolver struct {
 	*stats.Subscriptions
 	*resourcesSubscriptions
+	*measuresSubscriptions
 }
 
-type resourcesSubscriptions = resources.Subscriptions
+type (
+	resourcesSubscriptions = resources.Subscriptions
+	measuresSubscriptions  = measures.Subscriptions
+)
 
 // queryResolver embeds every module's resolver so that their methods make up QueryResolver.
 // Embedded fields are named after their type, so all but one module's Resolver go through an
@@ -41,11 +50,13 @@ type queryResolver struct {
 	*stats.Resolver
 	*resourcesResolver
 	*patientsResolver
+	*measuresResolver
 }
 
 type (
 	resourcesResolver = resources.Resolver
 	patientsResolver  = patients.Resolver
+	measuresResolver  = measures.Resolver
 )
 
 // Schema is this endpoint's executable schema; a named type so that wire tells the endpoints

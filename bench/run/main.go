@@ -350,7 +350,7 @@ func loadAverage() string {
 
 func selectWorkloads(o options) []workload {
 	var out []workload
-	for _, w := range workloads {
+	for _, w := range allWorkloads() {
 		if o.only == nil || o.only[w.Name] {
 			out = append(out, w)
 		}
@@ -384,7 +384,7 @@ func load(ctx context.Context, c *pgtest.Cluster, s *dataSet, seed uint64) error
 	}
 	t0 := time.Now()
 	progress("loading %s records (seed %d)", count(s.Records), seed)
-	lo := demodata.LoadOptions{ApplySchema: true}
+	lo := demodata.LoadOptions{ApplySchema: true, Measures: true} // the measures' time columns and shifts too
 	if s.Records >= 2_000_000 {
 		lo.Progress = prefixWriter{"          load: "} // minutes: say what it is doing
 	}

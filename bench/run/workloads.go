@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -367,13 +368,16 @@ func seriesAnswer(bucket, group, n string) func(*resultRows, func(any)) {
 }
 
 func workloadByName(name string) (workload, bool) {
-	for _, w := range workloads {
+	for _, w := range allWorkloads() {
 		if w.Name == name {
 			return w, true
 		}
 	}
 	return workload{}, false
 }
+
+// allWorkloads is every workload, the EMS performance measures (measures.go) last.
+func allWorkloads() []workload { return append(slices.Clip(workloads), measureWorkloads...) }
 
 const exportPath = "/v1/reports/main-report/export"
 

@@ -1,6 +1,7 @@
 // Command demodata fills the analytics schema with deterministic, EMS-like demo data: stations,
 // resources (with moved-station versions), patients, two years of mission records ending
-// 2025-12-31 and their oxygen administrations.
+// 2025-12-31 and their oxygen administrations, and (unless -measures=false) the records' time
+// points and the units' shifts of schema/measures.sql.
 //
 // It connects like psql does (PGHOST, PGPORT, PGUSER, PGPASSWORD, PGDATABASE, PGSSLMODE, ...),
 // or with -dsn. The same -seed and -records always give the same data, so that a benchmark or a
@@ -39,6 +40,7 @@ func run() int {
 		replace = flag.Bool("replace", false, "empty the five tables first; without it, tables that hold data are left alone and the run fails")
 		quiet   = flag.Bool("quiet", false, "print only the summary")
 		layout  = flag.String("layout", "plain", "table layout: plain, or partitioned (fact_record by month, schema/partitioned.sql)")
+		measure = flag.Bool("measures", true, "fill the time columns of fact_record and fact_unit_shift too (schema/measures.sql, applied with -schema)")
 	)
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), "usage: demodata [flags]\n\nFills the analytics tables with deterministic demo data.\n\n")
@@ -79,7 +81,7 @@ func run() int {
 		fmt.Fprintf(os.Stderr, "demodata: -layout: %v\n", err)
 		return 2
 	}
-	opt := demodata.LoadOptions{ApplySchema: *ddl, Replace: *replace, Layout: lay}
+	opt := demodata.LoadOptions{ApplySchema: *ddl, Replace: *replace, Layout: lay, Measures: *measure}
 	if !*quiet {
 		opt.Progress = os.Stderr
 		fmt.Fprintf(os.Stderr, "loading %d records (seed %d) into %s:%d/%s\n", *records, *seed, cfg.Host, cfg.Port, cfg.Database)

@@ -52,6 +52,8 @@ const (
 	streamCalendar
 	streamRecords
 	streamPatients
+	streamTimes  // the time points of schema/measures.sql (times.go)
+	streamShifts // fact_unit_shift
 )
 
 func newRNG(seed, stream uint64) *rand.Rand {
@@ -538,15 +540,20 @@ type RecordIter struct {
 	patients int64 // patients referenced so far; they are numbered by first appearance
 	cur      Record
 	oxygen   []Oxygen
+	times    Times
+	timesRNG *rand.Rand // the records' own stream stays as it is without the time points
 }
 
 // RecordRows starts a fresh iteration over fact_record (and fact_oxygen).
 func (d *Dataset) RecordRows() *RecordIter {
-	return &RecordIter{d: d, rng: newRNG(d.cfg.Seed, streamRecords), day: -1}
+	return &RecordIter{d: d, rng: newRNG(d.cfg.Seed, streamRecords), timesRNG: newRNG(d.cfg.Seed, streamTimes), day: -1}
 }
 
 // Record returns the current record.
 func (it *RecordIter) Record() Record { return it.cur }
+
+// Times returns the current record's time columns (schema/measures.sql).
+func (it *RecordIter) Times() Times { return it.times }
 
 // Oxygen returns the current record's oxygen rows; the slice is reused by the next call to Next.
 func (it *RecordIter) Oxygen() []Oxygen { return it.oxygen }
@@ -613,6 +620,7 @@ func (it *RecordIter) Next() bool {
 		r.Transported = pgtype.Bool{Bool: rng.Float64() < transportShare[u], Valid: true}
 	}
 	it.cur = r
+	it.times = drawTimes(it.timesRNG, r, u, km, sec < 6*3600)
 
 	it.oxygen = it.oxygen[:0]
 	n := choose(rng, oxygenCounts[u])

@@ -48,11 +48,24 @@ func TestDeterministic(t *testing.T) {
 		}
 	}
 
+	t1, t2 := allTimes(d1), allTimes(d2)
+	if !reflect.DeepEqual(t1, t2) || !reflect.DeepEqual(d1.Shifts(), d2.Shifts()) {
+		t.Error("time points or shifts differ between two runs with the same seed")
+	}
+
 	// Another seed must give other data, or the seed would be a no-op.
 	r3, _, p3, _ := firstRows(t, Config{Records: 20_000, Seed: 43}, 2000)
 	if reflect.DeepEqual(r1, r3) || reflect.DeepEqual(p1, p3) {
 		t.Error("seeds 42 and 43 gave the same rows")
 	}
+}
+
+func allTimes(d *Dataset) []Times {
+	var out []Times
+	for it := d.RecordRows(); it.Next(); {
+		out = append(out, it.Times())
+	}
+	return out
 }
 
 // TestIterationsIndependent checks that the oxygen replay in Load sees the same records as the

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -22,6 +23,10 @@ type LoadOptions struct {
 	Layout   schema.Layout
 	Replace  bool      // empty the five tables first instead of refusing
 	Progress io.Writer // one line per step; nil for none
+	// Measures fills the optional extensions of schema/measures.sql too: fact_record's time
+	// columns and fact_unit_shift (applied first with ApplySchema). Without it they are left
+	// NULL and empty where they exist; the five tables' rows are the same either way.
+	Measures bool
 }
 
 // TableCount is the number of rows loaded into one table.
@@ -39,7 +44,8 @@ type Summary struct {
 // ErrNotEmpty is returned (wrapped) when the tables already hold data and Replace is false.
 var ErrNotEmpty = errors.New("tables already hold data")
 
-// Load writes the data set into the five tables of the connection's search_path.
+// Load writes the data set into the five tables of the connection's search_path (and into
+// fact_unit_shift, with Measures).
 //
 // The load happens in one transaction, so a failure leaves the database as it was, and an
 // interrupted load never leaves a half-filled fact table that a second run would then refuse.
@@ -65,6 +71,21 @@ func Load(ctx context.Context, conn *pgx.Conn, d *Dataset, opt LoadOptions) (Sum
 			return Summary{}, fmt.Errorf("applying schema: %w", err)
 		}
 		progress("schema applied (%s layout)", layout)
+		if opt.Measures {
+			if _, err := conn.Exec(ctx, schema.MeasuresDDL); err != nil {
+				return Summary{}, fmt.Errorf("applying schema/measures.sql: %w", err)
+			}
+			progress("schema/measures.sql applied")
+		}
+	}
+	var hasShifts, hasTimes bool
+	if err := conn.QueryRow(ctx, `SELECT to_regclass('fact_unit_shift') IS NOT NULL,
+		(SELECT count(*) = $1 FROM pg_attribute WHERE attrelid = 'fact_record'::regclass AND attname = ANY ($2) AND NOT attisdropped)`,
+		len(TimeColumns), TimeColumns).Scan(&hasShifts, &hasTimes); err != nil {
+		return Summary{}, fmt.Errorf("fact_record: %w", err)
+	}
+	if opt.Measures && !(hasShifts && hasTimes) {
+		return Summary{}, errors.New("fact_record's time columns or fact_unit_shift are missing: apply schema/measures.sql first")
 	}
 	var partitioned bool
 	if err := conn.QueryRow(ctx, "SELECT relkind = 'p' FROM pg_class WHERE oid = 'fact_record'::regclass").Scan(&partitioned); err != nil {
@@ -87,23 +108,29 @@ func Load(ctx context.Context, conn *pgx.Conn, d *Dataset, opt LoadOptions) (Sum
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // no-op after Commit
 
+	// The table names here are constants of this package, never input.
+	tables := "dim_station, dim_resource, dim_patient, fact_record, fact_oxygen"
+	check := []string{"fact_record", "fact_oxygen", "dim_patient", "dim_resource", "dim_station"}
+	if hasShifts {
+		tables += ", fact_unit_shift"
+		check = append(check, "fact_unit_shift")
+	}
 	// Lock first so that the emptiness check and the load see the same state.
-	if _, err := tx.Exec(ctx, "LOCK TABLE dim_station, dim_resource, dim_patient, fact_record, fact_oxygen IN ACCESS EXCLUSIVE MODE"); err != nil {
+	if _, err := tx.Exec(ctx, "LOCK TABLE "+tables+" IN ACCESS EXCLUSIVE MODE"); err != nil {
 		return Summary{}, err
 	}
 	if !opt.Replace {
-		for _, t := range []string{"fact_record", "fact_oxygen", "dim_patient", "dim_resource", "dim_station"} {
+		for _, t := range check {
 			var n int64
-			// The table names are constants of this package, never input.
 			if err := tx.QueryRow(ctx, "SELECT count(*) FROM "+t).Scan(&n); err != nil {
 				return Summary{}, err
 			}
 			if n > 0 {
-				return Summary{}, fmt.Errorf("%w: %s already has %d rows; run again with -replace to empty the five tables and load new data", ErrNotEmpty, t, n)
+				return Summary{}, fmt.Errorf("%w: %s already has %d rows; run again with -replace to empty the tables and load new data", ErrNotEmpty, t, n)
 			}
 		}
 	}
-	if _, err := tx.Exec(ctx, "TRUNCATE fact_oxygen, fact_record, dim_patient, dim_resource, dim_station"); err != nil {
+	if _, err := tx.Exec(ctx, "TRUNCATE "+tables); err != nil {
 		return Summary{}, err
 	}
 	for _, s := range []string{
@@ -165,9 +192,16 @@ func Load(ctx context.Context, conn *pgx.Conn, d *Dataset, opt LoadOptions) (Sum
 		return Summary{}, err
 	}
 	records := d.RecordRows()
-	if err := copyRows("fact_record", RecordColumns, pgx.CopyFromFunc(func() ([]any, error) {
+	recordColumns := RecordColumns
+	if opt.Measures {
+		recordColumns = append(slices.Clip(RecordColumns), TimeColumns...)
+	}
+	if err := copyRows("fact_record", recordColumns, pgx.CopyFromFunc(func() ([]any, error) {
 		if !records.Next() {
 			return nil, nil
+		}
+		if opt.Measures {
+			return append(records.Record().Values(), records.Times().Values()...), nil
 		}
 		return records.Record().Values(), nil
 	})); err != nil {
@@ -192,6 +226,20 @@ func Load(ctx context.Context, conn *pgx.Conn, d *Dataset, opt LoadOptions) (Sum
 		return Summary{}, err
 	}
 
+	if opt.Measures {
+		shifts := d.Shifts()
+		i = 0
+		if err := copyRows("fact_unit_shift", ShiftColumns, pgx.CopyFromFunc(func() ([]any, error) {
+			if i >= len(shifts) {
+				return nil, nil
+			}
+			i++
+			return shifts[i-1].Values(), nil
+		})); err != nil {
+			return Summary{}, err
+		}
+	}
+
 	for _, stmt := range deferred {
 		if _, err := tx.Exec(ctx, stmt); err != nil {
 			return Summary{}, fmt.Errorf("restoring %q: %w", stmt, err)
@@ -204,7 +252,7 @@ func Load(ctx context.Context, conn *pgx.Conn, d *Dataset, opt LoadOptions) (Sum
 	progress("committed")
 	// VACUUM as well as ANALYZE: it marks the new pages all-visible, so index-only scans work
 	// and the first queries do not pay for setting hint bits, nor race an autovacuum pass.
-	if _, err := conn.Exec(ctx, "VACUUM (ANALYZE) dim_station, dim_resource, dim_patient, fact_record, fact_oxygen"); err != nil {
+	if _, err := conn.Exec(ctx, "VACUUM (ANALYZE) "+tables); err != nil {
 		return Summary{}, fmt.Errorf("data loaded, but VACUUM ANALYZE failed: %w", err)
 	}
 	progress("vacuumed and analyzed")

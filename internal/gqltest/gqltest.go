@@ -26,6 +26,7 @@ import (
 	"github.com/emsanalytics/emsquery/app/gqllookups"
 	"github.com/emsanalytics/emsquery/app/gqlpublic"
 	"github.com/emsanalytics/emsquery/app/gqlserve"
+	"github.com/emsanalytics/emsquery/modules/measures"
 	"github.com/emsanalytics/emsquery/modules/patients"
 	"github.com/emsanalytics/emsquery/modules/records"
 	"github.com/emsanalytics/emsquery/modules/reports"
@@ -467,4 +468,26 @@ func (f RealSeries) Query() gqlpublic.QueryResolver { return f }
 
 func (f RealSeries) RecordSeries(ctx context.Context, startDate, endDate string, bucket stats.TimeBucket, groupBy *string, useOr *bool, filters []*records.Filter) ([]*stats.SeriesPoint, error) {
 	return f.R.RecordSeries(ctx, startDate, endDate, bucket, groupBy, useOr, filters)
+}
+
+// The EMS performance measures' fields: the tests that use these fakes do not ask them.
+
+func (f *FakePublic) IntervalStats(context.Context, string, string, measures.TimePoint, measures.TimePoint, []string, *stats.TimeBucket, []float64, *measures.FractileMethod, []float64, *float64, *float64, *int, *bool, []*records.Filter) ([]*measures.IntervalStats, error) {
+	return nil, errors.New("not asked")
+}
+
+func (f *FakePublic) DemandGrid(context.Context, string, string, []float64, *int, *bool, []*records.Filter) (*measures.DemandGrid, error) {
+	return nil, errors.New("not asked")
+}
+
+func (f *FakePublic) PeriodComparison(context.Context, string, string, *measures.ComparePeriod, *string, *measures.TimePoint, *measures.TimePoint, *float64, *float64, *float64, *int, *bool, []*records.Filter) (*measures.PeriodComparison, error) {
+	return nil, errors.New("not asked")
+}
+
+func (f *FakePublic) UnitHourUtilization(context.Context, string, string, *bool) ([]*measures.UnitHours, error) {
+	return nil, errors.New("not asked")
+}
+
+func (FakeLookups) TimePoints(context.Context) ([]*measures.TimePointSource, error) {
+	return nil, errors.New("not asked")
 }

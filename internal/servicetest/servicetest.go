@@ -24,6 +24,7 @@ import (
 	"github.com/emsanalytics/emsquery/internal/fixture"
 	"github.com/emsanalytics/emsquery/internal/launcher"
 	"github.com/emsanalytics/emsquery/internal/pgtest"
+	"github.com/emsanalytics/emsquery/schema"
 )
 
 var (
@@ -91,6 +92,17 @@ func withFixture(t testing.TB, db DB) DB {
 	t.Helper()
 	if err := db.Cluster.Exec(context.Background(), db.Name, fixture.EdgeSQL); err != nil {
 		t.Fatalf("load fixture: %v", err)
+	}
+	return db
+}
+
+// WithMeasures applies schema.MeasuresDDL to db (the time columns of fact_record and the table
+// fact_unit_shift, contract 6.12.6), on either layout, and returns db. Apply it before the
+// service starts: the service looks for the extensions at start-up only.
+func WithMeasures(t testing.TB, db DB) DB {
+	t.Helper()
+	if err := db.Cluster.Exec(context.Background(), db.Name, schema.MeasuresDDL); err != nil {
+		t.Fatalf("measures DDL: %v", err)
 	}
 	return db
 }

@@ -51,7 +51,15 @@ type key struct {
 	running     *atomic.Int64
 	// maxStreams bounds the key's live answers open at once (0: no bound of its own).
 	maxStreams int
+	// minCell is the key's small-cell threshold (0: none of its own); above 1 the key may use
+	// only what SmallCellKey allows.
+	minCell int
 }
+
+// SmallCellKey says whether a key's min_cell confines it (contract 6.12.4): with a threshold
+// above 1 a key may use only the fields that suppress small counts or hold none, so the serve
+// endpoint and the export, whose answers are counts and records, refuse it.
+func SmallCellKey(minCell int) bool { return minCell > 1 }
 
 // keySet is the keys in force. It is never changed once published: a reload builds a new one.
 type keySet struct {
@@ -259,6 +267,11 @@ func (c *Checker) Require(scope Scope, refuse Refuse) fiber.Handler {
 			return refuse(ctx, Refusal{Status: fiber.StatusForbidden, Code: apierr.Forbidden, Message: fmt.Sprintf(
 				"the API key %q may not use %s (scope %s); its scopes: %s", k.name, scopePath(scope), scope, strings.Join(k.scopes.names(), ", "))})
 		}
+		if SmallCellKey(k.minCell) && (scope == ScopeServe || scope == ScopeExport) {
+			return refuse(ctx, Refusal{Status: fiber.StatusForbidden, Code: apierr.Forbidden, Message: fmt.Sprintf(
+				"the API key %q has min_cell %d: it may use only the EMS performance measures, station_resources and resources on /graphql, and /lookups/graphql, not %s",
+				k.name, k.minCell, scopePath(scope))})
+		}
 		if wait := k.wait(time.Now()); wait > 0 {
 			secs := int(math.Ceil(wait.Seconds()))
 			ctx.Set(fiber.HeaderRetryAfter, strconv.Itoa(secs))
@@ -270,7 +283,11 @@ func (c *Checker) Require(scope Scope, refuse Refuse) fiber.Handler {
 		// fairly between keys (platform/database); and what it was let in with, for a stream
 		// that outlasts this check.
 		g := &grant{c: c, digest: k.digest, scope: scope, maxStreams: k.maxStreams}
-		ctx.SetUserContext(requestctx.WithGrant(requestctx.WithKeyName(ctx.UserContext(), k.name), g))
+		uctx := requestctx.WithGrant(requestctx.WithKeyName(ctx.UserContext(), k.name), g)
+		if k.minCell > 0 {
+			uctx = requestctx.WithMinCell(uctx, k.minCell)
+		}
+		ctx.SetUserContext(uctx)
 		if k.maxInFlight <= 0 || k.running == nil {
 			return ctx.Next()
 		}

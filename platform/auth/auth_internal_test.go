@@ -56,6 +56,8 @@ func TestParseKeyFileErrorsShowNoHash(t *testing.T) {
 		"negative rate":          {`[{"name":"a","sha256":"` + h + `","scopes":["graphql"],"rate_per_second":-1}]`, "rate_per_second"},
 		"negative max_in_flight": {`[{"name":"a","sha256":"` + h + `","scopes":["graphql"],"max_in_flight":-1}]`, "max_in_flight must be"},
 		"negative max_streams":   {`[{"name":"a","sha256":"` + h + `","scopes":["graphql"],"max_streams":-1}]`, "max_streams must be"},
+		"negative min_cell":      {`[{"name":"a","sha256":"` + h + `","scopes":["graphql"],"min_cell":-1}]`, "min_cell must be"},
+		"min_cell above 1000":    {`[{"name":"a","sha256":"` + h + `","scopes":["graphql"],"min_cell":1001}]`, "min_cell must be"},
 		"burst, no rate":         {`[{"name":"a","sha256":"` + h + `","scopes":["graphql"],"burst":3}]`, "burst is set without"},
 		"trailing things":        {`[] []`, "more after"},
 	} {

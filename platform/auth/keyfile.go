@@ -71,6 +71,11 @@ type Entry struct {
 	// LIMITS__MAX_STREAMS_PER_KEY does, as for AUTHENTICATION__API_KEY). A stream counts here,
 	// not in max_in_flight.
 	MaxStreams int `json:"max_streams,omitempty"`
+	// MinCell is the key's small-cell threshold (contract 6.12.4; 0 or absent: none of its
+	// own): its answers of the EMS performance measures suppress counts from 1 to MinCell-1.
+	// Above 1 it also confines the key to the fields whose answers suppress or hold no counts
+	// (SmallCellKey).
+	MinCell int `json:"min_cell,omitempty"`
 }
 
 // keyNamePattern keeps names fit for a log line and a metric attribute: no spaces, quotes or
@@ -91,7 +96,7 @@ func parseKeyFile(data []byte) ([]key, error) {
 	dec.DisallowUnknownFields()
 	var entries []Entry
 	if err := dec.Decode(&entries); err != nil {
-		return nil, fmt.Errorf("not a JSON list of {\"name\", \"sha256\", \"scopes\", \"rate_per_second\", \"burst\", \"max_in_flight\", \"max_streams\"}: %s", jsonProblem(err))
+		return nil, fmt.Errorf("not a JSON list of {\"name\", \"sha256\", \"scopes\", \"rate_per_second\", \"burst\", \"max_in_flight\", \"max_streams\", \"min_cell\"}: %s", jsonProblem(err))
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return nil, errors.New("more after the JSON list")
@@ -158,7 +163,10 @@ func (e Entry) key() (key, error) {
 	if e.MaxStreams < 0 {
 		return key{}, errors.New("max_streams must be a whole number >= 0 (0: none of its own, LIMITS__MAX_STREAMS_PER_KEY bounds it)")
 	}
-	k := key{name: e.Name, scopes: scopes, rate: e.RatePerSecond, burst: e.Burst, maxInFlight: e.MaxInFlight, maxStreams: e.MaxStreams}
+	if e.MinCell < 0 || e.MinCell > maxMinCell {
+		return key{}, fmt.Errorf("min_cell must be a whole number from 0 to %d (0: no threshold of its own)", maxMinCell)
+	}
+	k := key{name: e.Name, scopes: scopes, rate: e.RatePerSecond, burst: e.Burst, maxInFlight: e.MaxInFlight, maxStreams: e.MaxStreams, minCell: e.MinCell}
 	copy(k.digest[:], raw)
 	if k.rate > 0 && k.burst == 0 {
 		k.burst = max(1, int(math.Ceil(k.rate)))
@@ -243,3 +251,6 @@ func shortText(s string) string {
 	}
 	return s
 }
+
+// maxMinCell is the largest small-cell threshold a key may carry (contract 6.12.4: 0 to 1,000).
+const maxMinCell = 1000

@@ -26,6 +26,15 @@ type Config struct {
 	OTel           OTel
 	Limits         Limits
 	Cache          Cache
+	Privacy        Privacy
+}
+
+// Privacy is the small-cell suppression of the EMS performance measures (contract 6.12.4).
+type Privacy struct {
+	// MinCell is the service-wide threshold k: a count from 1 to k-1 of interval_stats,
+	// demand_grid or period_comparison is suppressed (0 or 1: nothing is). A key's min_cell in
+	// the keys file and the fields' min_cell argument may raise it, never lower it.
+	MinCell MinCell `env:"PRIVACY__MIN_CELL" env-default:"0"`
 }
 
 // Cache is the answers-from-memory cache of GraphQL answers (contract section 6.5).

@@ -105,6 +105,7 @@ func TestDefaults(t *testing.T) {
 		{"LIMITS__MAX_ROWS", cfg.Limits.MaxRows, config.Count(100000)},
 		{"LIMITS__MAX_STREAMS", cfg.Limits.MaxStreams, config.Count(1000)},
 		{"LIMITS__MAX_STREAMS_PER_KEY", cfg.Limits.MaxStreamsPerKey, config.Count(100)},
+		{"PRIVACY__MIN_CELL", cfg.Privacy.MinCell, config.MinCell(0)},
 	}
 	for _, c := range checks {
 		if !reflect.DeepEqual(c.got, c.want) {
@@ -259,6 +260,9 @@ func TestBadValuesNameTheirVariable(t *testing.T) {
 		{"LIMITS__MAX_ROWS", "lots"},
 		{"LIMITS__MAX_STREAMS_PER_KEY", "-1"},
 		{"LIMITS__MAX_STREAMS_PER_KEY", "many"},
+		{"PRIVACY__MIN_CELL", "-1"},
+		{"PRIVACY__MIN_CELL", "1001"},
+		{"PRIVACY__MIN_CELL", "eleven"},
 		{"CACHE__ENABLED", "often"},
 		{"CACHE__MAX_STALENESS", "0"},
 		{"CACHE__MAX_BYTES", "64MiB"},

@@ -101,6 +101,23 @@ func (l *LoadBalanceHosts) SetValue(s string) error {
 	return nil
 }
 
+// MaxMinCell is the largest small-cell threshold (PRIVACY__MIN_CELL, a key's min_cell, the
+// fields' min_cell argument): past CMS's 11 and the state rules' 20 or 30, a threshold of
+// thousands would suppress whole answers.
+const MaxMinCell = 1000
+
+// MinCell is a small-cell threshold: a whole number from 0 to MaxMinCell.
+type MinCell int
+
+func (m *MinCell) SetValue(s string) error {
+	n, err := strconv.Atoi(strings.TrimSpace(s))
+	if err != nil || n < 0 || n > MaxMinCell {
+		return fmt.Errorf("%q is not a whole number from 0 to %d", s, MaxMinCell)
+	}
+	*m = MinCell(n)
+	return nil
+}
+
 // Count is a non-negative whole number (pool sizes, file counts).
 type Count int
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"mime"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -31,6 +32,9 @@ type Request struct {
 	ReadStart time.Time
 	// Live: the request is a stream's (a subscription over SSE, platform/gqllive).
 	Live bool
+	// MinCell is the small-cell threshold of the request's key (requestctx.MinCell): answers
+	// of the same question differ by it, so it is part of the question's key.
+	MinCell int
 	// prepared is the operation Prepare made of the request: Execute runs or refuses it as it
 	// is, once, rather than checking the document again.
 	prepared *Prepared
@@ -50,11 +54,16 @@ func (r *Request) params() *graphql.RawParams {
 // Key is the cache key of r at route: everything the answer's bytes depend on. That is the
 // endpoint, the method (GET and POST are answered alike, but a GET refuses mutations), the
 // Accept header (it chooses the Content-Type), the document, the operation name, and the
-// variables and extensions (persisted queries) in their canonical forms.
+// variables and extensions (persisted queries) in their canonical forms; and the key's
+// small-cell threshold when it has one (contract 6.12.4: the same question, suppressed
+// otherwise).
 func (r *Request) Key(route string) answercache.Key {
 	method := "POST"
 	if r.Get {
 		method = "GET"
+	}
+	if r.MinCell > 0 {
+		return answercache.KeyOf([]byte(route), []byte(method), []byte(r.Accept), []byte(r.Query), []byte(r.Operation), r.Vars, r.Ext, []byte("min_cell="+strconv.Itoa(r.MinCell)))
 	}
 	return answercache.KeyOf([]byte(route), []byte(method), []byte(r.Accept), []byte(r.Query), []byte(r.Operation), r.Vars, r.Ext)
 }

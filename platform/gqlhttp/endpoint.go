@@ -22,6 +22,7 @@ import (
 	"github.com/emsanalytics/emsquery/platform/answercache"
 	"github.com/emsanalytics/emsquery/platform/gqlexec"
 	"github.com/emsanalytics/emsquery/platform/gqllive"
+	"github.com/emsanalytics/emsquery/platform/requestctx"
 )
 
 // Options are what an endpoint is built from: its executor's, and the endpoint's own.
@@ -102,6 +103,7 @@ func (e *Endpoint) serve(c *fiber.Ctx) error {
 	if r == nil || err != nil {
 		return err
 	}
+	r.MinCell = requestctx.MinCell(c.UserContext())
 	if e.live.Subscribe(c, r.Request) {
 		return nil
 	}

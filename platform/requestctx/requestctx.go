@@ -75,3 +75,19 @@ func ClientAddress(ctx context.Context) (netip.Addr, bool) {
 	addr, ok := ctx.Value(clientAddressKey{}).(netip.Addr)
 	return addr, ok
 }
+
+type minCellKey struct{}
+
+// WithMinCell returns ctx carrying the small-cell threshold of the request's key (its min_cell
+// in the keys file, contract 6.12.4): the fields that suppress small counts take it, the answer
+// cache keeps such a key's answers apart, and a key with a threshold above 1 may use only some
+// fields.
+func WithMinCell(ctx context.Context, n int) context.Context {
+	return context.WithValue(ctx, minCellKey{}, n)
+}
+
+// MinCell returns the key's small-cell threshold carried by ctx, or 0.
+func MinCell(ctx context.Context) int {
+	n, _ := ctx.Value(minCellKey{}).(int)
+	return n
+}
