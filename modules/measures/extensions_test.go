@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/emsanalytics/emsquery/internal/servicetest"
+	"github.com/emsanalytics/emsquery/schema"
 )
 
 // The optional time columns and fact_unit_shift (contract 6.12.6), found at start-up.
@@ -100,7 +101,7 @@ func TestExtensionsFoundAtStartUp(t *testing.T) {
 	// The ETL adds the extensions: the catalog is read at start-up only, so the running service
 	// still lacks them; after a restart it has them.
 	exec(t, db, `ALTER TABLE fact_record DROP COLUMN en_route_at; DROP TABLE fact_unit_shift`)
-	script := extensionsSQL
+	script := schema.MeasuresDDL
 	for _, stmt := range strings.Split(measuresSQL, ";\n") {
 		if strings.Contains(stmt, "UPDATE fact_record") || strings.Contains(stmt, "INSERT INTO fact_unit_shift") {
 			script += stmt + ";\n"

@@ -15,12 +15,10 @@ import (
 
 	"github.com/emsanalytics/emsquery/internal/pgtest"
 	"github.com/emsanalytics/emsquery/internal/servicetest"
+	"github.com/emsanalytics/emsquery/schema"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
-
-//go:embed testdata/extensions.sql
-var extensionsSQL string
 
 //go:embed testdata/measures.sql
 var measuresSQL string
@@ -40,7 +38,7 @@ func fixtureDB(t *testing.T, extensions bool) servicetest.DB {
 	db := servicetest.NewDB(t)
 	script := measuresSQL
 	if extensions {
-		script = extensionsSQL + script
+		script = schema.MeasuresDDL + script
 	} else {
 		// Only the statements of the core schema.
 		var kept []string
