@@ -3,11 +3,11 @@ package measures
 import (
 	"context"
 	"fmt"
-	"github.com/emsanalytics/emsquery/modules/records"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/emsanalytics/emsquery/modules/records"
 	"github.com/emsanalytics/emsquery/modules/stats"
 	"github.com/emsanalytics/emsquery/platform/apierr"
 )

@@ -1,10 +1,10 @@
 package measures
 
 import (
-	"github.com/emsanalytics/emsquery/modules/records"
 	"strconv"
 	"strings"
 
+	"github.com/emsanalytics/emsquery/modules/records"
 	"github.com/emsanalytics/emsquery/modules/stats"
 	"github.com/emsanalytics/emsquery/platform/apierr"
 )

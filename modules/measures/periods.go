@@ -3,7 +3,6 @@ package measures
 import (
 	"context"
 	"fmt"
-	"github.com/emsanalytics/emsquery/modules/records"
 	"io"
 	"strconv"
 	"strings"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/emsanalytics/emsquery/modules/records"
 	"github.com/emsanalytics/emsquery/platform/apierr"
 )
 

@@ -3,7 +3,6 @@ package measures
 import (
 	"context"
 	"fmt"
-	"github.com/emsanalytics/emsquery/modules/records"
 	"io"
 	"log/slog"
 	"strconv"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/emsanalytics/emsquery/modules/records"
 	"github.com/emsanalytics/emsquery/platform/apierr"
 	"github.com/emsanalytics/emsquery/platform/database"
 )

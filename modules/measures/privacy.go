@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"github.com/emsanalytics/emsquery/modules/records"
-
 	"github.com/emsanalytics/emsquery/platform/apierr"
 	"github.com/emsanalytics/emsquery/platform/requestctx"
 )

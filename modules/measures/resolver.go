@@ -2,8 +2,8 @@ package measures
 
 import (
 	"context"
-	"github.com/emsanalytics/emsquery/modules/records"
 
+	"github.com/emsanalytics/emsquery/modules/records"
 	"github.com/emsanalytics/emsquery/modules/stats"
 )
 

@@ -2,10 +2,10 @@ package measures
 
 import (
 	"context"
-	"github.com/emsanalytics/emsquery/modules/records"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/emsanalytics/emsquery/modules/records"
 	"github.com/emsanalytics/emsquery/platform/apierr"
 )
 
