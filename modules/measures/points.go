@@ -264,6 +264,15 @@ func (f *found) interval(from, to TimePoint) (string, error) {
 	if from.position() >= to.position() {
 		return "", apierr.BadInput("from %s is not before to %s in timeline order (%s)", from, to, pointNames())
 	}
+	if from == Call && to == ArrivedOnScene {
+		// The response interval is the stored duration itself: occurred_at is NOT NULL and
+		// response_time_s whole seconds, so extract(epoch FROM (occurred_at + response_time_s
+		// * interval '1 second') - occurred_at) is exactly response_time_s, NULL with it. Said
+		// so, the statement does not compute it again at each of the aggregates that read it
+		// (a LATERAL value is folded into every reference): period_comparison took the
+		// database nearly twice the time of the same question asked by hand.
+		return "r.response_time_s::float8", nil
+	}
 	return "extract(epoch FROM (" + b + ") - (" + a + "))::float8", nil
 }
 
