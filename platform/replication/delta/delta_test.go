@@ -215,8 +215,11 @@ CREATE PUBLICATION emsquery FOR TABLE dim_station, dim_resource, dim_patient, fa
 	var wg sync.WaitGroup
 	wl := &load{rnd: rand.New(rand.NewPCG(seed, 2)), nextID: 1 << 40}
 	wg.Go(func() {
+		// Each transaction runs to its end under ctx, not wctx: cancelling one during its
+		// COMMIT could let the server commit it after the marker below, which then no longer
+		// follows every load the counts must have seen.
 		for wctx.Err() == nil {
-			if err := wl.tx(wctx, wconn); err != nil && wctx.Err() == nil {
+			if err := wl.tx(ctx, wconn); err != nil {
 				t.Error(err)
 				return
 			}
