@@ -56,6 +56,7 @@ type Cache struct {
 	versions *versions
 	flights  flightGroup
 	metrics  *cacheMetrics
+	source   changes.Source
 }
 
 // Options are the cache's settings.
@@ -64,7 +65,13 @@ type Options struct {
 	MaxStaleness  time.Duration // CACHE__MAX_STALENESS
 	MaxBytes      int64         // CACHE__MAX_BYTES
 	NotifyChannel string        // CACHE__NOTIFY_CHANNEL; empty: no LISTEN
+	Changes       changes.Mode  // CACHE__CHANGES
+	Publication   string        // CACHE__PUBLICATION
 }
+
+// startTimeout bounds setting up the change source: creating a replication slot waits for the
+// write transactions running on the whole server to end.
+const startTimeout = 90 * time.Second
 
 // New starts the cache (its watch connection) unless CACHE__ENABLED is false, in which case it
 // returns a nil Cache: nothing is kept and nothing runs. The cleanup stops the watch.
@@ -73,17 +80,26 @@ func New(o Options, db *database.DB, log *slog.Logger, mp metric.MeterProvider) 
 		log.Info("cache: off (CACHE__ENABLED=false)")
 		return nil, func() {}, nil
 	}
-	c := &Cache{}
-	var err error
-	c.metrics, err = newCacheMetrics(mp,
-		func() (int, int64) { return c.store.stats() },
-		func() (time.Duration, bool) { return c.versions.age() })
+	staleness := o.MaxStaleness
+	sctx, scancel := context.WithTimeout(context.Background(), startTimeout)
+	source, err := changes.Open(sctx, db, changes.Options{
+		Mode: o.Changes, Publication: o.Publication, NotifyChannel: o.NotifyChannel,
+		MaxStaleness: staleness, PollInterval: max(staleness/2, minPollInterval), Logger: log,
+	})
+	scancel()
 	if err != nil {
 		return nil, nil, err
 	}
+	c := &Cache{source: source}
+	c.metrics, err = newCacheMetrics(mp,
+		func() (int, int64) { return c.store.stats() },
+		func() (time.Duration, bool) { return c.versions.age() },
+		source.Health)
+	if err != nil {
+		source.Close()
+		return nil, nil, err
+	}
 	c.store = newStore(o.MaxBytes, c.metrics.evicted)
-	staleness := o.MaxStaleness
-	source := changes.NewSnapshot(db, o.NotifyChannel, max(staleness/2, minPollInterval))
 	c.versions = newVersions(source.Hosts(), staleness, log, c.metrics.invalidated)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -96,8 +112,17 @@ func New(o Options, db *database.DB, log *slog.Logger, mp metric.MeterProvider) 
 	return c, func() {
 		cancel()
 		<-done
+		source.Close()
 		_ = c.metrics.reg.Unregister()
 	}, nil
+}
+
+// Health is the change source's state; ok false with the cache off.
+func (c *Cache) Health() (changes.Health, bool) {
+	if c == nil {
+		return changes.Health{}, false
+	}
+	return c.source.Health(), true
 }
 
 // Key identifies a question: a SHA-256 of everything its answer's bytes depend on.
