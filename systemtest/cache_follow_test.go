@@ -47,6 +47,8 @@ func startFollowing(t *testing.T, db servicetest.DB, source string) *servicetest
 	return svc
 }
 
+const stationResources = `{ station_resources { station_id station_name resources { resource_id } } }`
+
 // serviceLog is what the service logged: its console and its log files.
 func serviceLog(t *testing.T, svc *servicetest.Service) string {
 	t.Helper()
@@ -137,8 +139,13 @@ func TestFollowChangeAndDefinition(t *testing.T) {
 	pool := db.Pool(t)
 	before := countNow(t, pool, "")
 	keptThen(t, svc, "", before)
+	servicetest.WaitFor(t, 20*time.Second, "station_resources from memory", func() bool {
+		return gql(t, svc, "/graphql", stationResources, nil).cacheStatus() == answercache.StatusHit
+	})
 	applyChange(t, pool, `INSERT INTO fact_record (record_id, occurred_at, station_id, station) VALUES (900001, '2024-03-10 12:00', 1, 'Central')`)
 	freshWithin(t, svc, "", before, countNow(t, pool, ""), time.Now(), staleness)
+	// It reads dim_station and dim_resource only: the load of fact_record leaves it kept.
+	wantStatus(t, "station_resources after a load of fact_record", gql(t, svc, "/graphql", stationResources, nil), http.StatusOK, answercache.StatusHit)
 
 	keptThen(t, svc, "", before+1)
 	applyChange(t, pool, `ALTER TABLE fact_record ADD COLUMN note text`)
@@ -148,6 +155,10 @@ func TestFollowChangeAndDefinition(t *testing.T) {
 	})
 	if d := time.Since(altered); d > staleness+500*time.Millisecond {
 		t.Errorf("a kept answer ended %s after ALTER TABLE; bound %s", d, staleness)
+	}
+	// Every kept answer: station_resources' too, although fact_record is not among its tables.
+	if r := gql(t, svc, "/graphql", stationResources, nil); r.cacheStatus() == answercache.StatusHit {
+		t.Errorf("station_resources still from memory after ALTER TABLE")
 	}
 }
 

@@ -12,7 +12,10 @@
 // server's data version (the snapshot of its writing transactions on a primary, the replay
 // position on a standby) every CACHE__MAX_STALENESS/2 and listens for NOTIFY on
 // CACHE__NOTIFY_CHANNEL; with several hosts a change on any of them starts a new version, and
-// every host must have been read within the bound (see versions).
+// every host must have been read within the bound (see versions). With CACHE__CHANGES
+// replication (changes.Replication) the epoch moves only with NOTIFY, a definition change or a
+// recovery, and each question is kept under the versions of the tables it reads as well
+// (CurrentFor), so it outlives changes to other tables.
 //
 // Identical questions in flight are coalesced (flight.go, keyed by key and version): the first
 // computes into memory, the others wait for its answer, and each sends its own copy at its own
@@ -151,14 +154,27 @@ type Answer struct {
 	Body   []byte
 }
 
-// Version is the data version a question is asked in.
+// Version is the data version a question is asked in: the epoch, and with the replication
+// change source the versions of the tables the question reads.
 type Version struct {
-	epoch uint64
-	ok    bool
+	epoch  uint64
+	ok     bool
+	tables string
 }
 
 // String names the version (for ETags); it says nothing of the data.
-func (v Version) String() string { return strconv.FormatUint(v.epoch, 10) + "@" + startID }
+func (v Version) String() string {
+	return strconv.FormatUint(v.epoch, 10) + v.tables + "@" + startID
+}
+
+// keyOf is the key question k is kept under in v: the tables' versions are part of it, so an
+// answer ends when one of its tables changes, and the others' answers stay.
+func (v Version) keyOf(k Key) Key {
+	if v.tables == "" {
+		return k
+	}
+	return KeyOf(k[:], []byte(v.tables))
+}
 
 // startID tells this process's epochs from another's (a restarted replica counts from 1 again).
 var startID = strconv.FormatInt(time.Now().UnixNano(), 36)
@@ -171,6 +187,17 @@ func (c *Cache) Current() (Version, bool) {
 	}
 	e, ok := c.versions.epoch()
 	return Version{epoch: e, ok: ok}, ok
+}
+
+// CurrentFor is Current for a question that reads tables (nil: it may read any): with the
+// replication change source its version moves only when one of them changes.
+func (c *Cache) CurrentFor(tables []string) (Version, bool) {
+	if c == nil {
+		return Version{}, false
+	}
+	s := c.versions.current.Load()
+	e, ok := c.versions.epochOf(s)
+	return Version{epoch: e, ok: ok, tables: s.tableVersions(tables)}, ok
 }
 
 // Changed is closed when the data version that is current now ends: a live answer (contract
@@ -197,7 +224,7 @@ func (c *Cache) Get(k Key, v Version) *Answer {
 	if c == nil || !v.ok {
 		return nil
 	}
-	return c.store.get(k, v.epoch)
+	return c.store.get(v.keyOf(k), v.epoch)
 }
 
 // The outcomes a request has with the cache, counted per route.

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"maps"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -153,7 +152,6 @@ type Replication struct {
 	mu        sync.Mutex
 	w         Watcher
 	tables    map[string]uint64 // each followed table's version
-	commits   uint64            // the transactions that changed a followed table
 	resumes   uint64            // the recoveries after a loss
 	streaming bool
 	since     time.Time
@@ -185,7 +183,6 @@ func (r *Replication) Commit(tx *replication.Transaction) {
 	for _, t := range tx.Tables {
 		r.tables[t]++
 	}
-	r.commits++
 }
 
 // Lost: until Resumed no version is reported; the watcher is told at once.
@@ -307,14 +304,20 @@ func (r *Replication) version(ctx context.Context, conn *pgx.Conn, timeout time.
 		}
 	}
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	r.lag = lag
-	var b strings.Builder
-	b.WriteString("replication ")
-	b.WriteString(strconv.FormatUint(r.commits, 10))
-	b.WriteByte('/')
-	b.WriteString(strconv.FormatUint(r.resumes, 10))
-	b.WriteByte(' ')
-	b.WriteString(r.fingerprint)
-	return b.String(), nil
+	tables, w := maps.Clone(r.tables), r.w
+	v := "replication " + strconv.FormatUint(r.resumes, 10) + " " + r.fingerprint
+	r.mu.Unlock()
+	// The tables' versions go with the poll's version, which says they hold every commit
+	// before it was sent; the epoch (v) moves with a recovery or a definition change only.
+	if tw, ok := w.(TableWatcher); ok {
+		tw.Tables(tables)
+	}
+	return v, nil
+}
+
+// TableWatcher is a Watcher that follows each table's version (the replication source's): its
+// Tables is called with them before each Version.
+type TableWatcher interface {
+	Tables(versions map[string]uint64)
 }
