@@ -196,3 +196,25 @@ func TestFollowRefusedWithoutPublication(t *testing.T) {
 		t.Errorf("exit code %d; want a refusal naming the publication:\n%s", code, out)
 	}
 }
+
+// CACHE__CHANGES=auto on a server without wal_level = logical uses snapshot, and the start-up
+// log says what was missing.
+func TestFollowAutoFallsBack(t *testing.T) {
+	db := servicetest.FixtureDB(t)
+	svc := startFollowing(t, db, "auto")
+	_, body := svc.Get(t, "/v1/healthz", map[string]string{svc.Header: svc.Key})
+	var h struct {
+		Changes struct{ Source string } `json:"changes"`
+	}
+	if err := json.Unmarshal(body, &h); err != nil || h.Changes.Source != "snapshot" {
+		t.Errorf("healthz %s: want changes snapshot (%v)", body, err)
+	}
+	servicetest.WaitFor(t, 10*time.Second, "the fallback logged with what was missing", func() bool {
+		out := serviceLog(t, svc)
+		return strings.Contains(out, "change source snapshot") && strings.Contains(out, "wal_level")
+	})
+	// Without a key the change source is not shown.
+	if _, body := svc.Get(t, "/v1/healthz", nil); strings.Contains(string(body), "changes") {
+		t.Errorf("healthz without a key shows the change source: %s", body)
+	}
+}
