@@ -218,3 +218,28 @@ func TestFollowAutoFallsBack(t *testing.T) {
 		t.Errorf("healthz without a key shows the change source: %s", body)
 	}
 }
+
+// A live records_count follows an INSERT into fact_record with replication: woken by the
+// table's change, it finds no answer kept from before it.
+func TestFollowLive(t *testing.T) {
+	c := pgtest.SharedWith(t, logicalCluster)
+	db := followedDB(t, c)
+	svc := startFollowing(t, db, "replication")
+	pool := db.Pool(t)
+	before := countNow(t, pool, "")
+	s, refused := subscribe(t, svc, "/graphql", `subscription { records_count { count } }`, svc.Key)
+	if refused != nil {
+		t.Fatalf("refused: HTTP %d %s", s.resp.StatusCode, refused)
+	}
+	defer s.close()
+	ev, _, ok := s.next(30 * time.Second)
+	if !ok || !strings.Contains(ev.data, strconv.FormatInt(before, 10)) {
+		t.Fatalf("first answer %q (ok %v), want count %d", ev.data, ok, before)
+	}
+	applyChange(t, pool, `INSERT INTO fact_record (record_id, occurred_at, station_id, station) VALUES (900003, '2024-03-10 12:00', 1, 'Central')`)
+	after := countNow(t, pool, "")
+	ev, _, ok = s.next(3 * staleness)
+	if !ok || !strings.Contains(ev.data, `"count":`+strconv.FormatInt(after, 10)) {
+		t.Fatalf("answer after the INSERT %q (ok %v), want count %d", ev.data, ok, after)
+	}
+}

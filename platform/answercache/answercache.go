@@ -180,14 +180,11 @@ func (v Version) keyOf(k Key) Key {
 var startID = strconv.FormatInt(time.Now().UnixNano(), 36)
 
 // Current is the data version now; not ok (nothing may be answered from memory, nor kept)
-// while the cache is off or a database host's version is older than CACHE__MAX_STALENESS.
-func (c *Cache) Current() (Version, bool) {
-	if c == nil {
-		return Version{}, false
-	}
-	e, ok := c.versions.epoch()
-	return Version{epoch: e, ok: ok}, ok
-}
+// while the cache is off or a database host's version is older than CACHE__MAX_STALENESS. It
+// is the version of a question that may read any table: with the replication change source
+// every followed table's version is part of it (a live answer woken by a change to one of them
+// finds no answer kept from before it).
+func (c *Cache) Current() (Version, bool) { return c.CurrentFor(nil) }
 
 // CurrentFor is Current for a question that reads tables (nil: it may read any): with the
 // replication change source its version moves only when one of them changes.
