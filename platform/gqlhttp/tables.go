@@ -34,7 +34,9 @@ func (ft FieldTables) tablesOf(query, operation string) []string {
 	}
 	seen := map[string]bool{}
 	tables := []string{}
-	visiting := map[string]bool{}
+	// Each fragment is walked once: a chain of fragments that spread the next twice would
+	// otherwise cost 2^depth (the tables are a union, so once is enough).
+	visiting, walked := map[string]bool{}, map[string]bool{}
 	var walk func(ast.SelectionSet) bool
 	walk = func(set ast.SelectionSet) bool {
 		for _, sel := range set {
@@ -58,13 +60,16 @@ func (ft FieldTables) tablesOf(query, operation string) []string {
 					return false
 				}
 			case *ast.FragmentSpread:
+				if walked[sel.Name] {
+					continue
+				}
 				f := doc.Fragments.ForName(sel.Name)
 				if f == nil || visiting[sel.Name] {
 					return false
 				}
 				visiting[sel.Name] = true
 				ok := walk(f.SelectionSet)
-				visiting[sel.Name] = false
+				visiting[sel.Name], walked[sel.Name] = false, true
 				if !ok {
 					return false
 				}

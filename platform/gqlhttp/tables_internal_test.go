@@ -1,8 +1,10 @@
 package gqlhttp
 
 import (
+	"fmt"
 	"slices"
 	"testing"
+	"time"
 )
 
 // The tables of a question are its root fields' (through fragments and aliases); a field not
@@ -26,5 +28,22 @@ func TestTablesOf(t *testing.T) {
 		if (got == nil) != (tc.want == nil) || !slices.Equal(got, tc.want) {
 			t.Errorf("%s: %q, want %q", tc.query, got, tc.want)
 		}
+	}
+}
+
+// A chain of fragments each spreading the next twice is walked once per fragment, not 2^depth.
+func TestTablesOfFragmentChain(t *testing.T) {
+	ft := FieldTables{"resources": {"dim_resource"}}
+	q := "query A { ...F0 }\n"
+	for i := range 60 {
+		q += fmt.Sprintf("fragment F%d on Query { ...F%d ...F%d }\n", i, i+1, i+1)
+	}
+	q += "fragment F60 on Query { resources { resource_id } }"
+	start := time.Now()
+	if got := ft.tablesOf(q, "A"); !slices.Equal(got, []string{"dim_resource"}) {
+		t.Errorf("tables %q", got)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("took %s", d)
 	}
 }
