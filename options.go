@@ -10,6 +10,7 @@ import (
 	"github.com/emsanalytics/emsquery/modules/stats"
 	"github.com/emsanalytics/emsquery/platform/answercache"
 	"github.com/emsanalytics/emsquery/platform/auth"
+	"github.com/emsanalytics/emsquery/platform/changes"
 	"github.com/emsanalytics/emsquery/platform/config"
 	"github.com/emsanalytics/emsquery/platform/database"
 	"github.com/emsanalytics/emsquery/platform/gqllive"
@@ -77,7 +78,8 @@ func otelOptions(o config.OTel, app config.App) otel.Options {
 }
 
 func cacheOptions(c config.Cache) answercache.Options {
-	return answercache.Options{Enabled: bool(c.Enabled), MaxStaleness: c.MaxStaleness.Duration(), MaxBytes: int64(c.MaxBytes), NotifyChannel: string(c.NotifyChannel)}
+	return answercache.Options{Enabled: bool(c.Enabled), MaxStaleness: c.MaxStaleness.Duration(), MaxBytes: int64(c.MaxBytes), NotifyChannel: string(c.NotifyChannel),
+		Changes: changes.Mode(c.Changes), Publication: string(c.Publication)}
 }
 
 func logOptions(l config.Log) logging.Options {

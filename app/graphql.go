@@ -11,6 +11,7 @@ import (
 	"github.com/emsanalytics/emsquery/app/gqllookups"
 	"github.com/emsanalytics/emsquery/app/gqlpublic"
 	"github.com/emsanalytics/emsquery/app/gqlserve"
+	"github.com/emsanalytics/emsquery/modules/resources"
 	"github.com/emsanalytics/emsquery/platform/answercache"
 	"github.com/emsanalytics/emsquery/platform/apierr"
 	"github.com/emsanalytics/emsquery/platform/auth"
@@ -47,8 +48,13 @@ func graphQLOptions(route string, limits GraphQLLimits, cache *answercache.Cache
 		TimedOut:       apierr.RequestTimedOut(timeout, context.DeadlineExceeded),
 		Cache:          cache,
 		Streams:        streams,
+		FieldTables:    fieldTables,
 	}
 }
+
+// fieldTables are the tables each root field reads, as the modules declare them; the other
+// fields may read any table (contract 6.13).
+var fieldTables = gqlhttp.FieldTables(resources.FieldTables)
 
 // graphQLRefusal answers a request the key check refuses (401, 403, 429) on a GraphQL path: a
 // GraphQL errors body.

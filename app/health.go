@@ -10,6 +10,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"golang.org/x/sync/singleflight"
 
+	"github.com/emsanalytics/emsquery/platform/answercache"
 	"github.com/emsanalytics/emsquery/platform/apierr"
 	"github.com/emsanalytics/emsquery/platform/auth"
 	"github.com/emsanalytics/emsquery/platform/database"
@@ -87,7 +88,9 @@ func (h *healthChecker) check(ctx context.Context) *healthResult {
 // {"1": "ok", "2": "unreachable"}): health needs no key, and the database's addresses are no
 // business of anonymous callers. With AUTHENTICATION__API_KEYS_FILE it also says whether the
 // file's last reload worked ("keys_file": "ok", or when and, to a key holder, why it failed).
-func healthz(db *database.DB, checker *auth.Checker, draining *atomic.Bool) fiber.Handler {
+// To a key holder, with answers kept in memory, "changes" is the change source and its state
+// ({"source": "replication", "state": "streaming", ...}, contract 6.13).
+func healthz(db *database.DB, checker *auth.Checker, cache *answercache.Cache, draining *atomic.Bool) fiber.Handler {
 	h := &healthChecker{db: db}
 	return func(c *fiber.Ctx) error {
 		if draining.Load() {
@@ -111,6 +114,9 @@ func healthz(db *database.DB, checker *auth.Checker, draining *atomic.Bool) fibe
 				}
 			}
 			body["hosts"] = m
+		}
+		if h, ok := cache.Health(); ok && keyHolder {
+			body["changes"] = h
 		}
 		if st, ok := checker.KeysFile(); ok {
 			switch {

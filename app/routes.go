@@ -48,7 +48,7 @@ func (s *Server) routes(limits GraphQLLimits, db *database.DB, checker *auth.Che
 
 	f.Get("/v1/ping", ping)
 	if cfg.HealthChecksEnabled {
-		f.Get("/v1/healthz", healthz(db, checker, &s.draining))
+		f.Get("/v1/healthz", healthz(db, checker, cache, &s.draining))
 	}
 
 	s.mountGraphiQLAssets()

@@ -5,3 +5,10 @@ package resources
 import "github.com/google/wire"
 
 var ProviderSet = wire.NewSet(NewRepository, NewResolver, NewSubscriptions)
+
+// FieldTables are the tables each root field of the module reads: with the replication change
+// source (contract 6.13) their answers outlive loads of the fact tables.
+var FieldTables = map[string][]string{
+	"resources":         {"dim_resource", "dim_station"},
+	"station_resources": {"dim_resource", "dim_station"},
+}

@@ -12,7 +12,10 @@
 // server's data version (the snapshot of its writing transactions on a primary, the replay
 // position on a standby) every CACHE__MAX_STALENESS/2 and listens for NOTIFY on
 // CACHE__NOTIFY_CHANNEL; with several hosts a change on any of them starts a new version, and
-// every host must have been read within the bound (see versions).
+// every host must have been read within the bound (see versions). With CACHE__CHANGES
+// replication (changes.Replication) the epoch moves only with NOTIFY, a definition change or a
+// recovery, and each question is kept under the versions of the tables it reads as well
+// (CurrentFor), so it outlives changes to other tables.
 //
 // Identical questions in flight are coalesced (flight.go, keyed by key and version): the first
 // computes into memory, the others wait for its answer, and each sends its own copy at its own
@@ -56,6 +59,7 @@ type Cache struct {
 	versions *versions
 	flights  flightGroup
 	metrics  *cacheMetrics
+	source   changes.Source
 }
 
 // Options are the cache's settings.
@@ -64,7 +68,13 @@ type Options struct {
 	MaxStaleness  time.Duration // CACHE__MAX_STALENESS
 	MaxBytes      int64         // CACHE__MAX_BYTES
 	NotifyChannel string        // CACHE__NOTIFY_CHANNEL; empty: no LISTEN
+	Changes       changes.Mode  // CACHE__CHANGES
+	Publication   string        // CACHE__PUBLICATION
 }
+
+// startTimeout bounds setting up the change source: creating a replication slot waits for the
+// write transactions running on the whole server to end.
+const startTimeout = 90 * time.Second
 
 // New starts the cache (its watch connection) unless CACHE__ENABLED is false, in which case it
 // returns a nil Cache: nothing is kept and nothing runs. The cleanup stops the watch.
@@ -73,17 +83,26 @@ func New(o Options, db *database.DB, log *slog.Logger, mp metric.MeterProvider) 
 		log.Info("cache: off (CACHE__ENABLED=false)")
 		return nil, func() {}, nil
 	}
-	c := &Cache{}
-	var err error
-	c.metrics, err = newCacheMetrics(mp,
-		func() (int, int64) { return c.store.stats() },
-		func() (time.Duration, bool) { return c.versions.age() })
+	staleness := o.MaxStaleness
+	sctx, scancel := context.WithTimeout(context.Background(), startTimeout)
+	source, err := changes.Open(sctx, db, changes.Options{
+		Mode: o.Changes, Publication: o.Publication, NotifyChannel: o.NotifyChannel,
+		MaxStaleness: staleness, PollInterval: max(staleness/2, minPollInterval), Logger: log,
+	})
+	scancel()
 	if err != nil {
 		return nil, nil, err
 	}
+	c := &Cache{source: source}
+	c.metrics, err = newCacheMetrics(mp,
+		func() (int, int64) { return c.store.stats() },
+		func() (time.Duration, bool) { return c.versions.age() },
+		source.Health)
+	if err != nil {
+		source.Close()
+		return nil, nil, err
+	}
 	c.store = newStore(o.MaxBytes, c.metrics.evicted)
-	staleness := o.MaxStaleness
-	source := changes.NewSnapshot(db, o.NotifyChannel, max(staleness/2, minPollInterval))
 	c.versions = newVersions(source.Hosts(), staleness, log, c.metrics.invalidated)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -96,8 +115,17 @@ func New(o Options, db *database.DB, log *slog.Logger, mp metric.MeterProvider) 
 	return c, func() {
 		cancel()
 		<-done
+		source.Close()
 		_ = c.metrics.reg.Unregister()
 	}, nil
+}
+
+// Health is the change source's state; ok false with the cache off.
+func (c *Cache) Health() (changes.Health, bool) {
+	if c == nil {
+		return changes.Health{}, false
+	}
+	return c.source.Health(), true
 }
 
 // Key identifies a question: a SHA-256 of everything its answer's bytes depend on.
@@ -126,26 +154,47 @@ type Answer struct {
 	Body   []byte
 }
 
-// Version is the data version a question is asked in.
+// Version is the data version a question is asked in: the epoch, and with the replication
+// change source the versions of the tables the question reads.
 type Version struct {
-	epoch uint64
-	ok    bool
+	epoch  uint64
+	ok     bool
+	tables string
 }
 
 // String names the version (for ETags); it says nothing of the data.
-func (v Version) String() string { return strconv.FormatUint(v.epoch, 10) + "@" + startID }
+func (v Version) String() string {
+	return strconv.FormatUint(v.epoch, 10) + v.tables + "@" + startID
+}
+
+// keyOf is the key question k is kept under in v: the tables' versions are part of it, so an
+// answer ends when one of its tables changes, and the others' answers stay.
+func (v Version) keyOf(k Key) Key {
+	if v.tables == "" {
+		return k
+	}
+	return KeyOf(k[:], []byte(v.tables))
+}
 
 // startID tells this process's epochs from another's (a restarted replica counts from 1 again).
 var startID = strconv.FormatInt(time.Now().UnixNano(), 36)
 
 // Current is the data version now; not ok (nothing may be answered from memory, nor kept)
-// while the cache is off or a database host's version is older than CACHE__MAX_STALENESS.
-func (c *Cache) Current() (Version, bool) {
+// while the cache is off or a database host's version is older than CACHE__MAX_STALENESS. It
+// is the version of a question that may read any table: with the replication change source
+// every followed table's version is part of it (a live answer woken by a change to one of them
+// finds no answer kept from before it).
+func (c *Cache) Current() (Version, bool) { return c.CurrentFor(nil) }
+
+// CurrentFor is Current for a question that reads tables (nil: it may read any): with the
+// replication change source its version moves only when one of them changes.
+func (c *Cache) CurrentFor(tables []string) (Version, bool) {
 	if c == nil {
 		return Version{}, false
 	}
-	e, ok := c.versions.epoch()
-	return Version{epoch: e, ok: ok}, ok
+	s := c.versions.current.Load()
+	e, ok := c.versions.epochOf(s)
+	return Version{epoch: e, ok: ok, tables: s.tableVersions(tables)}, ok
 }
 
 // Changed is closed when the data version that is current now ends: a live answer (contract
@@ -172,7 +221,7 @@ func (c *Cache) Get(k Key, v Version) *Answer {
 	if c == nil || !v.ok {
 		return nil
 	}
-	return c.store.get(k, v.epoch)
+	return c.store.get(v.keyOf(k), v.epoch)
 }
 
 // The outcomes a request has with the cache, counted per route.

@@ -44,6 +44,7 @@ func (c *Cache) Join(ctx context.Context, k Key, v Version) (*Answer, *Flight) {
 	if c == nil || !v.ok {
 		return nil, nil
 	}
+	k = v.keyOf(k)
 	key := flightKey(k, v.epoch)
 	c.flights.mu.Lock()
 	if f := c.flights.m[key]; f != nil {

@@ -9,6 +9,8 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
+
+	"github.com/emsanalytics/emsquery/platform/changes"
 )
 
 // meterName is the instrumentation scope of the cache's instruments.
@@ -27,7 +29,7 @@ type cacheMetrics struct {
 
 // newCacheMetrics creates the instruments; stats and age are read when the gauges are
 // collected.
-func newCacheMetrics(mp metric.MeterProvider, stats func() (int, int64), age func() (time.Duration, bool)) (*cacheMetrics, error) {
+func newCacheMetrics(mp metric.MeterProvider, stats func() (int, int64), age func() (time.Duration, bool), health func() changes.Health) (*cacheMetrics, error) {
 	meter := mp.Meter(meterName)
 	m := &cacheMetrics{reasons: map[string][]metric.AddOption{}}
 	var errs []error
@@ -54,6 +56,15 @@ func newCacheMetrics(mp metric.MeterProvider, stats func() (int, int64), age fun
 	versionAge, err := meter.Float64ObservableGauge("emsquery.cache.data_version.age",
 		metric.WithDescription("Seconds since the latest successful read of the data version was sent; answers from memory are served only while it is below CACHE__MAX_STALENESS."), metric.WithUnit("s"))
 	errs = append(errs, err)
+	failures, err := meter.Int64ObservableCounter("emsquery.cache.replication.failures",
+		metric.WithDescription("Times the replication stream of CACHE__CHANGES=replication was lost."), metric.WithUnit("{failure}"))
+	errs = append(errs, err)
+	recoveries, err := meter.Int64ObservableCounter("emsquery.cache.replication.recoveries",
+		metric.WithDescription("Times the replication stream was started again after a loss."), metric.WithUnit("{recovery}"))
+	errs = append(errs, err)
+	lag, err := meter.Int64ObservableGauge("emsquery.cache.replication.lag",
+		metric.WithDescription("Bytes of WAL the replication stream was behind the primary's flushed position at the latest poll."), metric.WithUnit("By"))
+	errs = append(errs, err)
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("cache metrics: %w", err)
 	}
@@ -64,8 +75,13 @@ func newCacheMetrics(mp metric.MeterProvider, stats func() (int, int64), age fun
 		if a, ok := age(); ok {
 			o.ObserveFloat64(versionAge, a.Seconds())
 		}
+		if h := health(); h.Source == string(changes.ModeReplication) {
+			o.ObserveInt64(failures, h.Failures)
+			o.ObserveInt64(recoveries, h.Recoveries)
+			o.ObserveInt64(lag, h.LagBytes)
+		}
 		return nil
-	}, entries, size, versionAge)
+	}, entries, size, versionAge, failures, recoveries, lag)
 	if err != nil {
 		return nil, fmt.Errorf("cache metrics: %w", err)
 	}

@@ -2,6 +2,9 @@ package answercache
 
 import (
 	"log/slog"
+	"maps"
+	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -46,7 +49,10 @@ type hostState struct {
 
 type versionState struct {
 	epoch uint64
-	read  time.Time // when the oldest of the hosts' latest polls was sent; zero before all polled
+	// tables are the followed tables' versions (replication change source only; nil with
+	// snapshot), as of the latest poll.
+	tables map[string]uint64
+	read   time.Time // when the oldest of the hosts' latest polls was sent; zero before all polled
 	// changed is closed when the epoch ends (a new one starts): what live answers wait on.
 	changed chan struct{}
 }
@@ -75,8 +81,10 @@ func newVersions(hosts int, staleness time.Duration, log *slog.Logger, onNew fun
 
 // epoch returns the current epoch, and false when none is current (some host not polled
 // within the bound).
-func (v *versions) epoch() (uint64, bool) {
-	s := v.current.Load()
+func (v *versions) epoch() (uint64, bool) { return v.epochOf(v.current.Load()) }
+
+// epochOf is epoch for state s.
+func (v *versions) epochOf(s *versionState) (uint64, bool) {
 	if s.read.IsZero() || time.Since(s.read) >= v.staleness {
 		return 0, false
 	}
@@ -182,4 +190,50 @@ func (v *versions) Unlistened(err error) {
 		v.log.Warn("cache: the database refuses LISTEN (a hot standby cannot listen); NOTIFY is not received, answers stay fresh within CACHE__MAX_STALENESS by polling",
 			"error", err.Error())
 	}
+}
+
+// tableVersions names the versions of tables in s (all the followed tables when tables is
+// nil); empty with the snapshot source.
+func (s *versionState) tableVersions(tables []string) string {
+	if s.tables == nil {
+		return ""
+	}
+	if tables == nil {
+		tables = slices.Sorted(maps.Keys(s.tables))
+		// "*" tells "every table" from a list that happens to name them all.
+		b := []byte{'*'}
+		for _, t := range tables {
+			b = append(b, ' ')
+			b = append(b, t...)
+			b = append(b, ':')
+			b = strconv.AppendUint(b, s.tables[t], 10)
+		}
+		return string(b)
+	}
+	var b []byte
+	for _, t := range tables {
+		b = append(b, ' ')
+		b = append(b, t...)
+		b = append(b, ':')
+		b = strconv.AppendUint(b, s.tables[t], 10)
+	}
+	return string(b)
+}
+
+// Tables records the followed tables' versions as of the poll whose Version comes next
+// (replication change source). A change wakes the live answers (changed), which compute again
+// and ask with their own tables; the epoch stays, so the answers of other tables stay.
+func (v *versions) Tables(t map[string]uint64) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	s := *v.current.Load()
+	if s.tables != nil && maps.Equal(s.tables, t) {
+		return
+	}
+	if s.tables != nil {
+		close(s.changed)
+		s.changed = make(chan struct{})
+	}
+	s.tables = t
+	v.current.Store(&s)
 }

@@ -47,11 +47,16 @@ type Snapshot struct {
 	db       *database.DB
 	channel  string
 	interval time.Duration
+	// version reads a host's version on the watch connection: dataVersion, or the replication
+	// source's (which shares the watch's connections, LISTEN and reconnection).
+	version func(ctx context.Context, conn *pgx.Conn, timeout time.Duration) (string, error)
 }
 
 // NewSnapshot returns the source that watches db's hosts.
 func NewSnapshot(db *database.DB, channel string, interval time.Duration) *Snapshot {
-	return &Snapshot{db: db, channel: channel, interval: interval}
+	s := &Snapshot{db: db, channel: channel, interval: interval}
+	s.version = s.dataVersion
+	return s
 }
 
 // Hosts is how many database hosts are configured: Watch reports on each.
@@ -131,7 +136,7 @@ func (s *Snapshot) watchOnce(ctx context.Context, host int, cc *pgx.ConnConfig, 
 	}
 	for first := true; ; first = false {
 		sent := time.Now()
-		v, err := s.dataVersion(ctx, conn, interval)
+		v, err := s.version(ctx, conn, interval)
 		if err != nil {
 			return err
 		}

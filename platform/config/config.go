@@ -48,6 +48,10 @@ type Cache struct {
 	// NotifyChannel is the channel a NOTIFY on which makes answers fresh at once; empty: no
 	// LISTEN connection (e.g. behind PgBouncer in transaction pooling, where LISTEN cannot work).
 	NotifyChannel Channel `env:"CACHE__NOTIFY_CHANNEL" env-default:"emsquery_refresh"`
+	// Changes is where the service learns that data changed (contract section 6.13).
+	Changes ChangeSource `env:"CACHE__CHANGES" env-default:"auto"`
+	// Publication is the publication whose changes CACHE__CHANGES=replication reads.
+	Publication Identifier `env:"CACHE__PUBLICATION" env-default:"emsquery"`
 }
 
 // Limits protect the service and the database from requests that are too large or too slow.

@@ -375,7 +375,8 @@ func TestCacheSettings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := config.Cache{Enabled: false, MaxStaleness: config.Seconds(500 * time.Millisecond), MaxBytes: 1 << 20, NotifyChannel: ""}
+	want := config.Cache{Enabled: false, MaxStaleness: config.Seconds(500 * time.Millisecond), MaxBytes: 1 << 20, NotifyChannel: "",
+		Changes: config.ChangesAuto, Publication: "emsquery"}
 	if cfg.Cache != want {
 		t.Errorf("cache settings %+v, want %+v (an empty channel means no LISTEN)", cfg.Cache, want)
 	}
@@ -403,5 +404,26 @@ func TestStreamsPerKeyZero(t *testing.T) {
 	}
 	if cfg.Limits.MaxStreamsPerKey != 0 {
 		t.Errorf("LIMITS__MAX_STREAMS_PER_KEY=0 read as %d", cfg.Limits.MaxStreamsPerKey)
+	}
+}
+
+// CACHE__CHANGES takes one of its three sources and CACHE__PUBLICATION a name PostgreSQL keeps
+// whole; anything else stops the start, naming the setting.
+func TestChangeSourceSettings(t *testing.T) {
+	for _, v := range []string{"replication", "Snapshot", " auto "} {
+		setenv(t, map[string]string{"AUTHENTICATION__API_KEY": "k", "CACHE__CHANGES": v, "CACHE__PUBLICATION": "Loads 2"})
+		cfg, err := config.Load("")
+		if err != nil {
+			t.Fatalf("CACHE__CHANGES=%q: %v", v, err)
+		}
+		if want := config.ChangeSource(strings.ToLower(strings.TrimSpace(v))); cfg.Cache.Changes != want || cfg.Cache.Publication != "Loads 2" {
+			t.Errorf("CACHE__CHANGES=%q read as %q, publication %q", v, cfg.Cache.Changes, cfg.Cache.Publication)
+		}
+	}
+	for name, v := range map[string]string{"CACHE__CHANGES": "wal", "CACHE__PUBLICATION": strings.Repeat("p", 64)} {
+		setenv(t, map[string]string{"AUTHENTICATION__API_KEY": "k", name: v})
+		if _, err := config.Load(""); err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("%s=%q: %v, want a refusal naming it", name, v, err)
+		}
 	}
 }

@@ -340,3 +340,39 @@ func (c *Channel) SetValue(s string) error {
 	*c = Channel(s)
 	return nil
 }
+
+// ChangeSource is CACHE__CHANGES: where the service learns that data changed.
+type ChangeSource string
+
+// The change sources.
+const (
+	ChangesAuto        ChangeSource = "auto"
+	ChangesReplication ChangeSource = "replication"
+	ChangesSnapshot    ChangeSource = "snapshot"
+)
+
+func (c *ChangeSource) SetValue(s string) error {
+	switch v := ChangeSource(strings.ToLower(strings.TrimSpace(s))); v {
+	case ChangesAuto, ChangesReplication, ChangesSnapshot:
+		*c = v
+		return nil
+	}
+	return fmt.Errorf("%q is not one of auto, replication, snapshot", s)
+}
+
+// Identifier is a PostgreSQL object name (quoted where it is used, so any character but NUL),
+// not empty and at most 63 bytes, which PostgreSQL would otherwise cut silently.
+type Identifier string
+
+func (i *Identifier) SetValue(s string) error {
+	switch {
+	case s == "":
+		return fmt.Errorf("an empty name")
+	case len(s) > 63:
+		return fmt.Errorf("%q is longer than PostgreSQL's 63-byte names", s)
+	case strings.ContainsRune(s, 0):
+		return fmt.Errorf("%q contains a NUL character", s)
+	}
+	*i = Identifier(s)
+	return nil
+}

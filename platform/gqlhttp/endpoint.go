@@ -33,6 +33,8 @@ type Options struct {
 	TimedOut       error
 	// Cache keeps answers (nil: caching off).
 	Cache *answercache.Cache
+	// FieldTables are the tables each root field reads (nil: any).
+	FieldTables FieldTables
 	// Streams carries the live answers of subscriptions (platform/gqllive); nil: none are
 	// accepted.
 	Streams *gqllive.Streams
@@ -42,7 +44,8 @@ type Options struct {
 func New(es graphql.ExecutableSchema, o Options) *Endpoint {
 	exec := gqlexec.New(es, o.Options)
 	return &Endpoint{
-		route: o.Route, exec: exec, cache: o.Cache, timeout: o.RequestTimeout, timedOut: o.TimedOut,
+		tables: o.FieldTables,
+		route:  o.Route, exec: exec, cache: o.Cache, timeout: o.RequestTimeout, timedOut: o.TimedOut,
 		live: gqllive.NewEndpoint(o.Streams, o.Route, exec, o.Cache, o.RequestTimeout, o.TimedOut),
 	}
 }
@@ -74,6 +77,7 @@ func (e *Endpoint) answerAsEvents(c *fiber.Ctx, r *request) {
 //     and validated once, and kept), and writes its response, with the JSON platform/gqljson
 //     wrote in its place: whole-table lists are read from the database as they are sent.
 type Endpoint struct {
+	tables   FieldTables
 	route    string
 	exec     *gqlexec.Executor
 	cache    *answercache.Cache
@@ -111,7 +115,11 @@ func (e *Endpoint) serve(c *fiber.Ctx) error {
 		e.answerAsEvents(c, r)
 		return nil
 	}
-	version, cacheable := e.cache.Current()
+	var tables []string
+	if e.cache != nil {
+		tables = e.tables.tablesOf(r.Query, r.Operation)
+	}
+	version, cacheable := e.cache.CurrentFor(tables)
 	var (
 		key answercache.Key
 		tag string

@@ -1,0 +1,323 @@
+package changes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/emsanalytics/emsquery/platform/database"
+	"github.com/emsanalytics/emsquery/platform/replication"
+)
+
+// Mode is where the service learns that data changed (CACHE__CHANGES).
+type Mode string
+
+// The modes.
+const (
+	ModeAuto        Mode = "auto"        // replication when the server has what it needs, snapshot otherwise
+	ModeReplication Mode = "replication" // the followed tables' committed changes; refuses to start without
+	ModeSnapshot    Mode = "snapshot"    // the server's data version (Snapshot)
+)
+
+// Options choose and set up a change source.
+type Options struct {
+	Mode          Mode
+	Publication   string        // CACHE__PUBLICATION
+	NotifyChannel string        // CACHE__NOTIFY_CHANNEL; empty: no LISTEN
+	MaxStaleness  time.Duration // CACHE__MAX_STALENESS: how often the catalog is compared
+	PollInterval  time.Duration // how often each host is read (CACHE__MAX_STALENESS/2)
+	Logger        *slog.Logger
+}
+
+// Source is a change source: Snapshot or Replication.
+type Source interface {
+	// Hosts is how many database hosts Watch reports on.
+	Hosts() int
+	// Watch reports to w until ctx ends.
+	Watch(ctx context.Context, w Watcher)
+	// Health is the source's state, for /v1/healthz and metrics.
+	Health() Health
+	// Close releases what the source holds (the replication slot).
+	Close()
+}
+
+// Health is a change source's state.
+type Health struct {
+	Source string `json:"source"` // "replication" or "snapshot"
+	// State: "streaming" or "lost" (replication), "polling" (snapshot).
+	State string    `json:"state"`
+	Since time.Time `json:"since,omitzero"`
+	// Failures and Recoveries count the replication streams lost and started again.
+	Failures   int64 `json:"failures,omitempty"`
+	Recoveries int64 `json:"recoveries,omitempty"`
+	// LagBytes is how far behind the primary's flushed WAL the stream was at the latest poll.
+	LagBytes int64 `json:"lag_bytes,omitempty"`
+	Err      error `json:"-"`
+}
+
+// Health of the snapshot source: it polls; its failures are the cache's to tell.
+func (s *Snapshot) Health() Health { return Health{Source: string(ModeSnapshot), State: "polling"} }
+
+// Close does nothing: Watch's connections end with its context.
+func (s *Snapshot) Close() {}
+
+// Open returns the change source o.Mode asks for. ModeAuto checks what replication needs and
+// falls back to Snapshot, logging what was missing; ModeReplication refuses to start (a
+// *replication.MissingError names what is missing). ctx bounds the start.
+func Open(ctx context.Context, db *database.DB, o Options) (Source, error) {
+	log := o.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	snapshot := NewSnapshot(db, o.NotifyChannel, o.PollInterval)
+	if o.Mode == ModeSnapshot {
+		log.Info("cache: change source snapshot (CACHE__CHANGES=snapshot)")
+		return snapshot, nil
+	}
+	r, err := openReplication(ctx, db, o, log)
+	if err == nil {
+		log.Info("cache: change source replication", "publication", o.Publication, "changes", string(o.Mode))
+		return r, nil
+	}
+	if o.Mode == ModeReplication {
+		return nil, fmt.Errorf("CACHE__CHANGES=replication: %w", err)
+	}
+	log.Info("cache: change source snapshot (CACHE__CHANGES=auto: replication is not in place)", "missing", err.Error())
+	return snapshot, nil
+}
+
+// errSeveralHosts: with several hosts the pool may read from a standby, whose answers would
+// have to wait for its replay position to pass each commit; that is not done, so such a setup
+// stays with the snapshot source, which watches every host.
+var errSeveralHosts = errors.New("a single database host (with several, answers read from a standby are not followed by replication)")
+
+func openReplication(ctx context.Context, db *database.DB, o Options, log *slog.Logger) (*Replication, error) {
+	ccs := db.HostConnConfigs()
+	if len(ccs) != 1 {
+		return nil, errSeveralHosts
+	}
+	ropts := replication.Options{
+		Conn:        ccs[0],
+		Publication: o.Publication,
+		// Each poll waits for the stream to report a position past the primary's flushed WAL
+		// (see Replication.version), which takes up to one status interval.
+		StatusInterval: max(o.PollInterval/4, 10*time.Millisecond),
+		Logger:         log,
+	}
+	report, err := replication.Check(ctx, ropts)
+	if err != nil {
+		return nil, err
+	}
+	if len(report.Missing) > 0 {
+		return nil, &replication.MissingError{Missing: report.Missing}
+	}
+	r := &Replication{
+		ropts: ropts, staleness: o.MaxStaleness, streaming: true, resumed: make(chan struct{}),
+		tables: map[string]uint64{}, since: time.Now(),
+	}
+	r.snapshot = NewSnapshot(db, o.NotifyChannel, o.PollInterval)
+	r.snapshot.version = r.version
+	r.src, err = replication.Start(ctx, ropts, r)
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// Replication is the change source that follows the committed changes of the followed tables
+// (platform/replication): each table has a version that every committed transaction touching
+// it advances, so an answer whose tables did not change outlives writes elsewhere on the server.
+//
+// It shares Snapshot's watch connection (its LISTEN and its reconnection): each poll reads the
+// primary's flushed WAL position at the time the poll is sent and reports only once the stream
+// has processed past it, so every commit made before the poll was handed to Commit before the
+// poll's version is reported: Version(sent) keeps 6.5's meaning. Every CACHE__MAX_STALENESS the
+// poll also reads the catalog's fingerprint (a definition change that pgoutput would announce
+// only with the next row change). While the stream is lost no version is reported (the cache's
+// bound runs out, as for a lost poll), and the stream's Lost is the watcher's Lost, so the first
+// version after the recovery starts a new epoch.
+type Replication struct {
+	snapshot  *Snapshot
+	src       *replication.Source
+	ropts     replication.Options
+	staleness time.Duration
+
+	mu        sync.Mutex
+	w         Watcher
+	tables    map[string]uint64 // each followed table's version
+	resumes   uint64            // the recoveries after a loss
+	streaming bool
+	since     time.Time
+	resumed   chan struct{} // closed when streaming again after a loss
+	lag       int64
+
+	fingerprint string
+	fpRead      time.Time
+}
+
+// Hosts is 1: replication is used with a single database host only.
+func (r *Replication) Hosts() int { return 1 }
+
+// Watch polls and listens as Snapshot does, with replication's version.
+func (r *Replication) Watch(ctx context.Context, w Watcher) {
+	r.mu.Lock()
+	r.w = w
+	r.mu.Unlock()
+	r.snapshot.Watch(ctx, w)
+}
+
+// Close ends the stream, which drops the slot.
+func (r *Replication) Close() { r.src.Close() }
+
+// Commit advances the versions of the tables tx changed.
+func (r *Replication) Commit(tx *replication.Transaction) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, t := range tx.Tables {
+		r.tables[t]++
+	}
+}
+
+// Lost: until Resumed no version is reported; the watcher is told at once.
+func (r *Replication) Lost(err error) {
+	r.mu.Lock()
+	r.streaming, r.since = false, time.Now()
+	if r.resumed == nil {
+		r.resumed = make(chan struct{})
+	}
+	w := r.w
+	r.mu.Unlock()
+	if w != nil {
+		w.Lost(0, fmt.Errorf("replication: %w", err))
+	}
+}
+
+// Resumed: changes between the loss and at were not seen, so every version moves.
+func (r *Replication) Resumed(at replication.LSN) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.streaming, r.since = true, time.Now()
+	r.resumes++
+	for t := range r.tables {
+		r.tables[t]++
+	}
+	if r.resumed != nil {
+		close(r.resumed)
+		r.resumed = nil
+	}
+}
+
+// TableVersions is each followed table's version now (a table never changed is absent, at 0).
+func (r *Replication) TableVersions() map[string]uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return maps.Clone(r.tables)
+}
+
+// Health is the stream's state.
+func (r *Replication) Health() Health {
+	st := r.src.State()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	h := Health{Source: string(ModeReplication), State: "streaming", Since: st.Since,
+		Failures: st.Failures, Recoveries: st.Recoveries, LagBytes: r.lag, Err: st.Err}
+	if !st.Streaming {
+		h.State = "lost"
+	}
+	return h
+}
+
+// waitStreaming returns once the stream is up, or ctx's error.
+func (r *Replication) waitStreaming(ctx context.Context) error {
+	r.mu.Lock()
+	ch := r.resumed
+	if r.streaming {
+		ch = nil
+	}
+	r.mu.Unlock()
+	if ch == nil {
+		return nil
+	}
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// positionPoll is how often the stream's position is looked at while a poll waits for it.
+const positionPoll = 5 * time.Millisecond
+
+// version is the poll of the replication source (see Replication): it waits for the stream to
+// pass the primary's flushed WAL position as read now, then names the versions.
+func (r *Replication) version(ctx context.Context, conn *pgx.Conn, timeout time.Duration) (string, error) {
+	if err := r.waitStreaming(ctx); err != nil {
+		return "", err
+	}
+	qctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var flushed string
+	start := time.Now()
+	err := conn.QueryRow(qctx, `SELECT pg_current_wal_flush_lsn()::text`).Scan(&flushed)
+	r.snapshot.db.Measure(ctx, opDataVersion, start, err)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", opDataVersion, database.ClassifyContext(qctx, err))
+	}
+	target, err := replication.ParseLSN(flushed)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", opDataVersion, err)
+	}
+	if time.Since(r.fpRead) >= r.staleness {
+		fp, err := replication.Fingerprint(qctx, conn, r.ropts)
+		if err != nil {
+			return "", fmt.Errorf("%s: %w", opDataVersion, database.ClassifyContext(qctx, err))
+		}
+		r.fingerprint, r.fpRead = fp, start
+	}
+	// The stream reports its position at each status interval; a commit before target is
+	// handed to Commit before the position passes it.
+	lag := int64(-1)
+	for {
+		st := r.src.State()
+		if lag < 0 {
+			lag = max(int64(target)-int64(st.Position), 0)
+		}
+		if !st.Streaming {
+			return "", errors.New("replication stream lost")
+		}
+		if st.Position >= target {
+			break
+		}
+		select {
+		case <-qctx.Done():
+			// Not reported: the cache's bound runs out, answers are computed meanwhile.
+			return "", fmt.Errorf("%s: the replication stream did not reach %s within %s", opDataVersion, target, timeout)
+		case <-time.After(positionPoll):
+		}
+	}
+	r.mu.Lock()
+	r.lag = lag
+	tables, w := maps.Clone(r.tables), r.w
+	v := "replication " + strconv.FormatUint(r.resumes, 10) + " " + r.fingerprint
+	r.mu.Unlock()
+	// The tables' versions go with the poll's version, which says they hold every commit
+	// before it was sent; the epoch (v) moves with a recovery or a definition change only.
+	if tw, ok := w.(TableWatcher); ok {
+		tw.Tables(tables)
+	}
+	return v, nil
+}
+
+// TableWatcher is a Watcher that follows each table's version (the replication source's): its
+// Tables is called with them before each Version.
+type TableWatcher interface {
+	Tables(versions map[string]uint64)
+}
