@@ -211,6 +211,19 @@ func processIO(b *testing.B) ioCounts {
 // BenchmarkGraphQLPathResources is the light path: the bench's resources question, a whole
 // table of a few hundred rows (about 24 KB of JSON, sent whole).
 func BenchmarkGraphQLPathResources(b *testing.B) {
+	url := lightServer(b)
+	benchAsk(b, url, `{ resources { sk_resource resource_id callsign station_id station valid_from valid_to } }`, `{"data":{"resources":[{"sk_resource":1,`, 1)
+}
+
+// BenchmarkGraphQLPathStationResources is the other light question: the 20 stations, each with
+// its resources (a nested list, decoded and written by gqljson), about 2 KB of JSON.
+func BenchmarkGraphQLPathStationResources(b *testing.B) {
+	url := lightServer(b)
+	benchAsk(b, url, `{ station_resources { station_id station_name resources { resource_id } } }`, `{"data":{"station_resources":[{"station_id":1,`, 1)
+}
+
+// lightServer serves the resources module's fields over 20 stations and 200 resource versions.
+func lightServer(b *testing.B) string {
 	fixture := servicetest.NewDB(b)
 	pool := fixture.Pool(b)
 	for _, q := range []string{
@@ -226,8 +239,7 @@ func BenchmarkGraphQLPathResources(b *testing.B) {
 		}
 	}
 	db := dbtest.Open(b, fixture)
-	url := benchServer(b, &gqlpublic.Config{Resolvers: gqltest.RealResources{FakePublic: &gqltest.FakePublic{}, R: resources.NewResolver(resources.NewRepository(db), 1000)}})
-	benchAsk(b, url, `{ resources { sk_resource resource_id callsign station_id station valid_from valid_to } }`, `{"data":{"resources":[{"sk_resource":1,`, 1)
+	return benchServer(b, &gqlpublic.Config{Resolvers: gqltest.RealResources{FakePublic: &gqltest.FakePublic{}, R: resources.NewResolver(resources.NewRepository(db), 1000)}})
 }
 
 // BenchmarkGraphQLPathPatients is the heavy path: every patient, all fields, streamed (about 90
