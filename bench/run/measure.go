@@ -241,7 +241,8 @@ func openPool(ctx context.Context, pc *pgxpool.Config, conns int) (*pgxpool.Pool
 type side struct {
 	do  request
 	m   measurement
-	cpu time.Duration // the service's CPU time while this side ran (service side only)
+	cpu time.Duration // the process's CPU time while this side ran (service and bare server only)
+	pid int           // that process (0: none of this program's to measure)
 	// db and driver are the cluster's and this program's (the load driver's) processor time
 	// while this side ran.
 	db, driver time.Duration
@@ -297,7 +298,7 @@ func measure(ctx context.Context, bin, tmp string, s *dataSet, w workload, conc 
 	if w.isExport() {
 		hand, captured = copyRequest(hp, handCopy(w.Hand.SQL)), copyRequest(cp, cw.statements[0].SQL)
 	}
-	sides := []*side{{do: svc.serviceRequest(w, cw.answer, r.Cache)}, {do: hand}, {do: captured}}
+	sides := []*side{{do: svc.serviceRequest(w, cw.answer, r.Cache), pid: pid}, {do: hand}, {do: captured}}
 	names := []string{"service", "hand-written SQL", "captured SQL"}
 	if w.Light && conc == lightConc && !w.isExport() {
 		// The light target's line also measures the bare server (floor.go), whose answer is
@@ -311,7 +312,7 @@ func measure(ctx context.Context, bin, tmp string, s *dataSet, w workload, conc 
 			return r, err
 		}
 		defer fl.stop()
-		sides, names = append(sides, &side{do: fl.request(size)}), append(names, "bare server")
+		sides, names = append(sides, &side{do: fl.request(size), pid: fl.proc.PID()}), append(names, "bare server")
 	}
 	// Slices of at least four requests' time each: a long request would otherwise stretch every
 	// slice (requests in flight at a slice's end are awaited).
@@ -344,17 +345,19 @@ func measure(ctx context.Context, bin, tmp string, s *dataSet, w workload, conc 
 				path := filepath.Join(o.profile, fmt.Sprintf("%d-%s-c%d.cpu.pprof", s.Records, w.Name, conc))
 				go func() { profiled <- svc.cpuProfile(slice, path) }()
 			}
-			cpu0, err := procstat.CPUTime(pid)
-			if err != nil {
-				return r, err
+			var cpu0 time.Duration
+			if sd.pid != 0 {
+				if cpu0, err = procstat.CPUTime(sd.pid); err != nil {
+					return r, err
+				}
 			}
 			others0, err := otherTimes(s.Postmaster)
 			if err != nil {
 				return r, err
 			}
 			m := closedLoop(ctx, conc, slice, sd.do)
-			if j == 0 {
-				cpu1, err := procstat.CPUTime(pid)
+			if sd.pid != 0 {
+				cpu1, err := procstat.CPUTime(sd.pid)
 				if err != nil {
 					return r, err
 				}
@@ -390,7 +393,7 @@ func measure(ctx context.Context, bin, tmp string, s *dataSet, w workload, conc 
 	r.Svc, r.Hand, r.Capt, r.SvcCPU = sides[0].m, sides[1].m, sides[2].m, sides[0].cpu
 	r.SvcDB, r.SvcDriver, r.HandDB, r.HandDriver = sides[0].db, sides[0].driver, sides[1].db, sides[1].driver
 	if len(sides) > 3 {
-		r.Floor = &sides[3].m
+		r.Floor, r.FloorCPU = &sides[3].m, sides[3].cpu
 		r.FloorRatios = floorRatios
 	}
 	if r.PeakRSS, err = sampler.Stop(true); err != nil {

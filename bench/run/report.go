@@ -27,6 +27,8 @@ type row struct {
 	Hand    measurement   // the hand-written SQL (the primary baseline)
 	Capt    measurement   // the captured SQL (the second baseline)
 	Floor   *measurement  // the bare server (floor.go), on the light lines at concurrency 1
+	// FloorCPU is the bare server's CPU time while it was measured.
+	FloorCPU time.Duration
 	// FloorRatios are the service's rate over the bare server's, one per round of slices.
 	FloorRatios []float64
 	Heavy       bool // the database works over 10 ms (hand-written median at the lowest concurrency)
@@ -330,6 +332,14 @@ func median(xs []float64) float64 {
 	return (s[n/2-1] + s[n/2]) / 2
 }
 
+// perRequestMicros is cpu per request of m, in µs.
+func perRequestMicros(cpu time.Duration, m measurement) string {
+	if m.Requests == 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.0f", float64(cpu.Microseconds())/float64(m.Requests))
+}
+
 // renderFloor writes the light lines' bare server (floor.go) of data set s, after its table.
 func renderFloor(p func(string, ...any), s *dataSet, rows []row) {
 	head := false
@@ -343,8 +353,10 @@ func renderFloor(p func(string, ...any), s *dataSet, rows []row) {
 				"its ×hand is the most any HTTP service in front of this database scores on this machine.\n\n", lightConc)
 			p("**Service ÷ bare, median** is the median over the rounds of the service's rate ÷ the bare server's in the same round "+
 				"(their slices back to back); the light path's target is ≥ %.2f.\n\n", lightFloorTarget)
-			p("| Workload | Hand-written req/s | Bare server req/s | p50 ms | Bare ×hand | Service ×hand | Service ÷ bare | Service ÷ bare, median (rounds) | Target |\n")
-			p("|---|--:|--:|--:|--:|--:|--:|--:|---|\n")
+			p("**CPU/req µs**: each process's own processor time per request, service and bare server; their difference is " +
+				"what the service adds to every request's path on a machine with a processor to spare.\n\n")
+			p("| Workload | Hand-written req/s | Bare server req/s | p50 ms | Bare ×hand | Service ×hand | Service ÷ bare | Service ÷ bare, median (rounds) | CPU/req µs, service / bare | Target |\n")
+			p("|---|--:|--:|--:|--:|--:|--:|--:|--:|---|\n")
 			head = true
 		}
 		med := median(r.FloorRatios)
@@ -352,8 +364,9 @@ func renderFloor(p func(string, ...any), s *dataSet, rows []row) {
 		if med >= lightFloorTarget {
 			verdict = "met"
 		}
-		p("| %s | %s | %s | %s | %.2f | %.2f | %.2f | %.2f (%d) | %s |\n", r.W.Name, rps(r.Hand.RPS()), rps(r.Floor.RPS()), ms(r.Floor.P50),
-			ratio(*r.Floor, r.Hand), r.ratio(), ratio(r.Svc, *r.Floor), med, len(r.FloorRatios), verdict)
+		p("| %s | %s | %s | %s | %.2f | %.2f | %.2f | %.2f (%d) | %s / %s | %s |\n", r.W.Name, rps(r.Hand.RPS()), rps(r.Floor.RPS()), ms(r.Floor.P50),
+			ratio(*r.Floor, r.Hand), r.ratio(), ratio(r.Svc, *r.Floor), med, len(r.FloorRatios),
+			perRequestMicros(r.SvcCPU, r.Svc), perRequestMicros(r.FloorCPU, *r.Floor), verdict)
 	}
 	if head {
 		p("\n")
