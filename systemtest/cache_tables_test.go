@@ -30,18 +30,18 @@ const questionFilters = `use_or: true, filters: [{column: "callsign", operator: 
 // they can: the filters join the dimensions, the intervals reach first_oxygen.
 var fieldQuestions = map[string]map[string]string{
 	"/graphql": {
-		"records_count":     `{ records_count { count } }`,
-		"distinct_values":   `{ distinct_values(columns: ["callsign", "gender"], start_date: "2024-03-01", end_date: "2024-03-31", ` + questionFilters + `) { column value } }`,
-		"unique_counts":     `{ unique_counts(columns: ["callsign", "gender"], start_date: "2024-03-01", end_date: "2024-03-31", ` + questionFilters + `) { column value count } }`,
-		"record_series":     `{ record_series(start_date: "2024-03-01", end_date: "2024-03-31", bucket: DAY, group_by: "callsign", ` + questionFilters + `) { bucket count } }`,
-		"record_stats":      `{ record_stats(start_date: "2024-03-01", end_date: "2024-03-31", measure: "age", group_by: ["callsign"], ` + questionFilters + `) { __typename } }`,
-		"resources":         `{ resources { sk_resource } }`,
-		"station_resources": stationResources,
-		"patients":          `{ patients { sk_patient } }`,
-		"oxygens":           `{ oxygens { sk_oxygen } }`,
-		"interval_stats":    `{ interval_stats(start_date: "2024-03-01", end_date: "2024-03-31", from: CALL, to: FIRST_OXYGEN, group_by: ["callsign", "gender"], ` + questionFilters + `) { __typename } }`,
-		"demand_grid":       `{ demand_grid(start_date: "2024-03-01", end_date: "2024-03-31", ` + questionFilters + `) { hours } }`,
-		"period_comparison": `{ period_comparison(start_date: "2024-03-01", end_date: "2024-03-31", from: CALL, to: FIRST_OXYGEN, group_by: "callsign", ` + questionFilters + `) { current_start } }`,
+		"records_count":         `{ records_count { count } }`,
+		"distinct_values":       `{ distinct_values(columns: ["callsign", "gender"], start_date: "2024-03-01", end_date: "2024-03-31", ` + questionFilters + `) { column value } }`,
+		"unique_counts":         `{ unique_counts(columns: ["callsign", "gender"], start_date: "2024-03-01", end_date: "2024-03-31", ` + questionFilters + `) { column value count } }`,
+		"record_series":         `{ record_series(start_date: "2024-03-01", end_date: "2024-03-31", bucket: DAY, group_by: "callsign", ` + questionFilters + `) { bucket count } }`,
+		"record_stats":          `{ record_stats(start_date: "2024-03-01", end_date: "2024-03-31", measure: "age", group_by: ["callsign"], ` + questionFilters + `) { __typename } }`,
+		"resources":             `{ resources { sk_resource } }`,
+		"station_resources":     stationResources,
+		"patients":              `{ patients { sk_patient } }`,
+		"oxygens":               `{ oxygens { sk_oxygen } }`,
+		"interval_stats":        `{ interval_stats(start_date: "2024-03-01", end_date: "2024-03-31", from: CALL, to: FIRST_OXYGEN, group_by: ["callsign", "gender"], ` + questionFilters + `) { __typename } }`,
+		"demand_grid":           `{ demand_grid(start_date: "2024-03-01", end_date: "2024-03-31", ` + questionFilters + `) { hours } }`,
+		"period_comparison":     `{ period_comparison(start_date: "2024-03-01", end_date: "2024-03-31", from: CALL, to: FIRST_OXYGEN, group_by: "callsign", ` + questionFilters + `) { current_start } }`,
 		"unit_hour_utilization": `{ unit_hour_utilization(start_date: "2024-03-01", end_date: "2024-03-31", per_resource: true) { unit_hours } }`,
 	},
 	"/serve/graphql": {
@@ -89,7 +89,9 @@ func (q fieldQuestion) declares(table string) bool {
 	return slices.Contains(app.EndpointTables[q.route][q.field], table)
 }
 
-func hasErrors(r reply) bool { return r.status != http.StatusOK || strings.Contains(string(r.body), `"errors"`) }
+func hasErrors(r reply) bool {
+	return r.status != http.StatusOK || strings.Contains(string(r.body), `"errors"`)
+}
 
 // The database says which tables a field's statements read: with SELECT on one table taken
 // from the service's role, exactly the fields that declare it fail (PostgreSQL checks every
