@@ -192,3 +192,63 @@ func TestFieldTablesEndTheirAnswers(t *testing.T) {
 		})
 	}
 }
+
+// Live answers follow their own tables (CACHE__CHANGES=replication): a load of fact_record
+// pushes the new count to the records_count stream and computes nothing for the
+// station_resources stream, which reads dim_station and dim_resource; a change to dim_station
+// is the other way round.
+func TestFollowLiveByTables(t *testing.T) {
+	c := pgtest.SharedWith(t, logicalCluster)
+	db := followedDB(t, c)
+	env, target, _ := prometheusEnv(t, 0)
+	env["CACHE__CHANGES"] = "replication"
+	env["CACHE__MAX_STALENESS"] = "1"
+	env["APP__STREAM_HEARTBEAT"] = "0.5"
+	svc := servicetest.Start(t, db, env)
+	waitCacheLive(t, svc)
+	pool := db.Pool(t)
+	recomputations := func() float64 { return scrapeValue(t, target, "emsquery_streams_recomputations_total") }
+
+	counts, refused := subscribe(t, svc, "/graphql", `subscription { records_count { count } }`, svc.Key)
+	if refused != nil {
+		t.Fatalf("refused: %s", refused)
+	}
+	defer counts.close()
+	stations, refused := subscribe(t, svc, "/graphql", `subscription { station_resources { station_id station_name } }`, svc.Key)
+	if refused != nil {
+		t.Fatalf("refused: %s", refused)
+	}
+	defer stations.close()
+	for name, s := range map[string]*sseStream{"records_count": counts, "station_resources": stations} {
+		if _, _, ok := s.next(30 * time.Second); !ok {
+			t.Fatalf("%s: no first answer", name)
+		}
+	}
+	before := recomputations()
+
+	applyChange(t, pool, `INSERT INTO fact_record (record_id, occurred_at, station_id, station) VALUES (900101, '2024-03-10 12:00', 1, 'Central')`)
+	want := countNow(t, pool, "")
+	ev, _, ok := counts.next(3 * staleness)
+	if !ok || !strings.Contains(ev.data, `"count":`+fmt.Sprint(want)) {
+		t.Fatalf("records_count after a load of fact_record: %q (ok %v), want count %d", ev.data, ok, want)
+	}
+	if ev, _, ok := stations.next(3 * staleness); ok {
+		t.Errorf("station_resources sent %q after a load of fact_record", ev.data)
+	}
+	if got := recomputations() - before; got != 1 {
+		t.Errorf("%v answers computed for the streams after a load of fact_record, want 1 (records_count's)", got)
+	}
+
+	before = recomputations()
+	applyChange(t, pool, `UPDATE dim_station SET station_name = station_name || ' (renamed)' WHERE station_id = (SELECT min(station_id) FROM dim_station)`)
+	ev, _, ok = stations.next(3 * staleness)
+	if !ok || !strings.Contains(ev.data, "(renamed)") {
+		t.Fatalf("station_resources after a change to dim_station: %q (ok %v)", ev.data, ok)
+	}
+	if ev, _, ok := counts.next(3 * staleness); ok {
+		t.Errorf("records_count sent %q after a change to dim_station", ev.data)
+	}
+	if got := recomputations() - before; got != 1 {
+		t.Errorf("%v answers computed for the streams after a change to dim_station, want 1 (station_resources')", got)
+	}
+}

@@ -207,6 +207,16 @@ func (c *Cache) Changed() <-chan struct{} {
 	return c.versions.changed()
 }
 
+// ChangedFor is Changed for a question that reads tables (nil: it may read any): with the
+// replication change source it is closed only when one of them changes or the epoch ends, so
+// a live answer of other tables is not woken by a load. Take it before CurrentFor.
+func (c *Cache) ChangedFor(tables []string) <-chan struct{} {
+	if c == nil {
+		return nil
+	}
+	return c.versions.changedFor(tables)
+}
+
 // MaxAnswer is the size of the largest answer that may be kept (0: none), so that the GraphQL
 // path stops recording an answer past it.
 func (c *Cache) MaxAnswer() int64 {
