@@ -34,15 +34,15 @@ import (
 // stream that joins an existing feed adds nothing to the budget (its connection and buffers
 // are LIMITS__MAX_STREAMS' to bound).
 type feed struct {
-	s    *Streams
-	e    *Endpoint
-	key  answercache.Key
-	q    question
+	s   *Streams
+	e   *Endpoint
+	key answercache.Key
+	q   question
 	// tables are the tables the question reads (nil: any): the feed computes again only when
 	// one of them changes (answercache's ChangedFor).
 	tables []string
-	base context.Context // the first stream's values (key name, request id), never cancelled
-	stop chan struct{}   // closed when the last stream left
+	base   context.Context // the first stream's values (key name, request id), never cancelled
+	stop   chan struct{}   // closed when the last stream left
 	// members is guarded by s.mu.
 	members int
 
