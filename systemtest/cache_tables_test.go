@@ -8,9 +8,11 @@ package systemtest
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -208,6 +210,9 @@ func TestFollowLiveByTables(t *testing.T) {
 	waitCacheLive(t, svc)
 	pool := db.Pool(t)
 	recomputations := func() float64 { return scrapeValue(t, target, "emsquery_streams_recomputations_total") }
+	ended := func(table string) float64 {
+		return scrapeLabeled(t, target, "emsquery_cache_ended_total", `db_collection_name="`+table+`"`)
+	}
 
 	counts, refused := subscribe(t, svc, "/graphql", `subscription { records_count { count } }`, svc.Key)
 	if refused != nil {
@@ -225,6 +230,7 @@ func TestFollowLiveByTables(t *testing.T) {
 		}
 	}
 	before := recomputations()
+	endedRecords, endedStations := ended("fact_record"), ended("dim_station")
 
 	applyChange(t, pool, `INSERT INTO fact_record (record_id, occurred_at, station_id, station) VALUES (900101, '2024-03-10 12:00', 1, 'Central')`)
 	want := countNow(t, pool, "")
@@ -237,6 +243,13 @@ func TestFollowLiveByTables(t *testing.T) {
 	}
 	if got := recomputations() - before; got != 1 {
 		t.Errorf("%v answers computed for the streams after a load of fact_record, want 1 (records_count's)", got)
+	}
+	// The answer the records_count feed kept is ended, under fact_record; no dim_station answer is.
+	if got := ended("fact_record") - endedRecords; got < 1 {
+		t.Errorf("emsquery_cache_ended_total{fact_record} moved by %v after a load of fact_record, want at least 1", got)
+	}
+	if got := ended("dim_station") - endedStations; got != 0 {
+		t.Errorf("emsquery_cache_ended_total{dim_station} moved by %v after a load of fact_record", got)
 	}
 
 	before = recomputations()
@@ -251,4 +264,31 @@ func TestFollowLiveByTables(t *testing.T) {
 	if got := recomputations() - before; got != 1 {
 		t.Errorf("%v answers computed for the streams after a change to dim_station, want 1 (station_resources')", got)
 	}
+}
+
+// scrapeLabeled is the sum of the series of name whose labels hold label (name="value").
+func scrapeLabeled(t *testing.T, target, name, label string) float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + target + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for _, line := range strings.Split(string(b), "\n") {
+		if !strings.HasPrefix(line, name+"{") || !strings.Contains(line, label) {
+			continue
+		}
+		f := strings.Fields(line)
+		v, err := strconv.ParseFloat(f[len(f)-1], 64)
+		if err != nil {
+			t.Fatalf("scrape %s: %q", name, line)
+		}
+		sum += v
+	}
+	return sum
 }

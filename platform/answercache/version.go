@@ -28,6 +28,9 @@ type versions struct {
 	staleness time.Duration
 	log       *slog.Logger
 	onNew     func(reason string) // counts the invalidations
+	// onTables is told the tables whose versions changed (replication change source), in
+	// order, under mu; nil: nobody is.
+	onTables func(changed []string)
 
 	current atomic.Pointer[versionState]
 
@@ -287,6 +290,16 @@ func (v *versions) Tables(t map[string]uint64) {
 		s.changed = make(chan struct{})
 		old := s.tables
 		v.wake(func(table string) bool { return old[table] != t[table] })
+		if v.onTables != nil {
+			var changed []string
+			for table := range t {
+				if old[table] != t[table] {
+					changed = append(changed, table)
+				}
+			}
+			slices.Sort(changed)
+			v.onTables(changed)
+		}
 	}
 	s.tables = t
 	v.current.Store(&s)
