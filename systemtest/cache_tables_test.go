@@ -100,9 +100,6 @@ func hasErrors(r reply) bool {
 // relation a statement names when it runs it, whatever the rows).
 func TestFieldTablesAreTheTablesTheirStatementsRead(t *testing.T) {
 	db := servicetest.WithMeasures(t, servicetest.FixtureDB(t))
-	if db.TransactionPooling {
-		t.Skip("the role is the test's own; PgBouncer's user list is fixed")
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	db.User = "emsq_tables_" + strings.ToLower(servicetest.RandomKey()[:8])
