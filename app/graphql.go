@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"log/slog"
+	"maps"
 
 	"github.com/gofiber/fiber/v2"
 	"go.opentelemetry.io/otel/metric"
@@ -11,7 +12,11 @@ import (
 	"github.com/emsanalytics/emsquery/app/gqllookups"
 	"github.com/emsanalytics/emsquery/app/gqlpublic"
 	"github.com/emsanalytics/emsquery/app/gqlserve"
+	"github.com/emsanalytics/emsquery/modules/measures"
+	"github.com/emsanalytics/emsquery/modules/patients"
+	"github.com/emsanalytics/emsquery/modules/reports"
 	"github.com/emsanalytics/emsquery/modules/resources"
+	"github.com/emsanalytics/emsquery/modules/stats"
 	"github.com/emsanalytics/emsquery/platform/answercache"
 	"github.com/emsanalytics/emsquery/platform/apierr"
 	"github.com/emsanalytics/emsquery/platform/auth"
@@ -48,13 +53,29 @@ func graphQLOptions(route string, limits GraphQLLimits, cache *answercache.Cache
 		TimedOut:       apierr.RequestTimedOut(timeout, context.DeadlineExceeded),
 		Cache:          cache,
 		Streams:        streams,
-		FieldTables:    fieldTables,
+		FieldTables:    EndpointTables[route],
 	}
 }
 
-// fieldTables are the tables each root field reads, as the modules declare them; the other
-// fields may read any table (contract 6.13).
-var fieldTables = gqlhttp.FieldTables(resources.FieldTables)
+// EndpointTables are, per GraphQL path, the tables each root field reads (its queries' and its
+// subscriptions'), as the modules declare them beside their statements (contract 6.13): with
+// the replication change source an answer ends only when one of them changes. A field left out
+// would count as reading any table; a test holds every field of every schema to a declaration.
+var EndpointTables = map[string]gqlhttp.FieldTables{
+	"/graphql":         fieldTables(stats.FieldTables, resources.FieldTables, patients.FieldTables, measures.FieldTables),
+	"/serve/graphql":   fieldTables(reports.ServeFieldTables),
+	"/lookups/graphql": fieldTables(reports.LookupsFieldTables, measures.LookupsFieldTables),
+}
+
+// fieldTables is the modules' declarations of one endpoint as one map (the schema admits a
+// root field name once, so no two modules declare the same).
+func fieldTables(modules ...map[string][]string) gqlhttp.FieldTables {
+	ft := gqlhttp.FieldTables{}
+	for _, m := range modules {
+		maps.Copy(ft, m)
+	}
+	return ft
+}
 
 // graphQLRefusal answers a request the key check refuses (401, 403, 429) on a GraphQL path: a
 // GraphQL errors body.

@@ -15,8 +15,11 @@
 # Why the details: initdb and postgres refuse to run as root, so as root the cluster runs as
 # the `postgres` user that Debian's package creates. When that user cannot reach the repository
 # (a checkout under /root, mode 700), the cluster lives under /var/lib/postgresql instead and
-# .demo/pg is a symlink to it. The cluster listens on 127.0.0.1 only, with a generated password,
-# and uses wal_level=minimal: a demo needs no replication, and the bulk load skips WAL.
+# .demo/pg is a symlink to it. The cluster listens on 127.0.0.1 only, with a generated password.
+# It is set up for CACHE__CHANGES=replication (docs/replication.md), which the demo runs with:
+# wal_level=logical and room for the service's slot, the publication of the followed tables and
+# REPLICA IDENTITY FULL on fact_record; the service logs in as the superuser, which has
+# REPLICATION.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -155,8 +158,9 @@ sockets=$sockdir
 conf="listen_addresses = '127.0.0.1'
 port = $pg_port
 unix_socket_directories = '$sockets'
-wal_level = minimal
-max_wal_senders = 0
+wal_level = logical
+max_wal_senders = 10
+max_replication_slots = 10
 max_wal_size = '4GB'
 logging_collector = off"
 if running && [ "$(as_pg cat "$pgdata/demo.conf" 2>/dev/null)" != "$conf" ]; then
@@ -213,6 +217,29 @@ else
   say "demo data already loaded ($have records)"
 fi
 
+# 2b. What CACHE__CHANGES=replication needs in the database (docs/replication.md), made again
+# at each start (a reload replaces the tables, which leaves the publication without them):
+# the publication of the followed tables (through the partitioned table's root with the
+# partitioned layout), and REPLICA IDENTITY FULL on fact_record (on each month's partition).
+pubopts=
+[ "$layout" != partitioned ] || pubopts=" WITH (publish_via_partition_root = true)"
+psql_q -d "$dbname" <<SQL
+SET client_min_messages = warning;
+DROP PUBLICATION IF EXISTS emsquery;
+CREATE PUBLICATION emsquery
+    FOR TABLE dim_station, dim_resource, dim_patient, fact_record, fact_oxygen, fact_unit_shift$pubopts;
+DO \$\$
+DECLARE p regclass;
+BEGIN
+    FOR p IN SELECT relid FROM pg_partition_tree('fact_record') WHERE isleaf LOOP
+        IF (SELECT relreplident FROM pg_class WHERE oid = p) <> 'f' THEN
+            EXECUTE format('ALTER TABLE %s REPLICA IDENTITY FULL', p);
+        END IF;
+    END LOOP;
+END \$\$;
+SQL
+say "publication emsquery and REPLICA IDENTITY FULL on fact_record in place (CACHE__CHANGES=replication)"
+
 # 3. The API key, made once.
 if [ ! -s "$demo/api-key" ]; then
   od -An -tx1 -N32 /dev/urandom | tr -d ' \n' >"$demo/api-key"
@@ -237,6 +264,7 @@ cat <<EOF
     curl -s -H "x-api-key: $api_key" -H 'content-type: application/json' -d '{"query":"{ records_count { count } }"}' $url
 
   Database: postgres://postgres@127.0.0.1:$pg_port/$dbname (password in .demo/pg-password)
+  Answers in memory follow the tables' changes (CACHE__CHANGES=replication, docs/replication.md).
   Ctrl-C stops the service; the database keeps running so the next 'make demo' starts at once.
   'scripts/demo.sh stop' stops the database, 'scripts/demo.sh reset' deletes it.
 
@@ -251,6 +279,7 @@ exec env \
   DATABASE__PASSWORD="$pg_password" \
   DATABASE__ENCRYPT=no \
   AUTHENTICATION__API_KEY="$api_key" \
+  CACHE__CHANGES=replication \
   LOG__PATH="$demo/logs" \
   OTEL_METRICS_EXPORTER=none \
   OTEL_TRACES_EXPORTER=none \

@@ -3,8 +3,10 @@ package deploytest_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"maps"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -173,8 +175,9 @@ func TestCompose(t *testing.T) {
 	}
 	noComposeSecrets(t, svc, superPassword)
 
-	// The database, as the image makes it on first start.
-	c := pgtest.New(t, pgtest.Options{})
+	// The database, as the image makes it on first start, with the server settings its command
+	// gives.
+	c := pgtest.New(t, serverOptions(t, pg))
 	pgEnv := environment(t, pg)
 	if pgEnv["POSTGRES_PASSWORD"] != superPassword {
 		t.Fatalf("POSTGRES_PASSWORD = %q, want compose.env's", pgEnv["POSTGRES_PASSWORD"])
@@ -213,6 +216,14 @@ func TestCompose(t *testing.T) {
 	if !strings.Contains(resp, "http_server_request_duration_seconds") {
 		t.Errorf("no request metrics on the Prometheus port the compose file sets")
 	}
+	// The bundled database is set up for CACHE__CHANGES=replication, which the service asks
+	// for: it started, and follows the tables' changes.
+	if env["CACHE__CHANGES"] != "replication" {
+		t.Errorf("CACHE__CHANGES %q, want replication with the bundled database", env["CACHE__CHANGES"])
+	}
+	if h := healthzWithKey(t, base, env["AUTHENTICATION__API_KEY_HEADER"], key); !strings.Contains(h, `"source":"replication"`) {
+		t.Errorf("healthz %s: want the change source replication", h)
+	}
 
 	// Readiness, not liveness: with the database gone the health check fails.
 	if err := c.Stop(); err != nil {
@@ -222,6 +233,45 @@ func TestCompose(t *testing.T) {
 	if err := check(); err == nil {
 		t.Error("health check passes while the database is down: it must ask /v1/healthz, not /v1/ping")
 	}
+}
+
+// serverOptions are the test cluster's settings for the postgres service pg: the image's
+// command is postgres with -c name=value options, each a line of the server's configuration.
+func serverOptions(t *testing.T, pg types.ServiceConfig) pgtest.Options {
+	t.Helper()
+	var conf []string
+	cmd := []string(pg.Command)
+	if len(cmd) > 0 && cmd[0] != "postgres" {
+		t.Fatalf("the postgres service's command %q: this emulation runs postgres with -c options only", cmd)
+	}
+	for i := 1; i < len(cmd); i += 2 {
+		if cmd[i] != "-c" || i+1 >= len(cmd) || !strings.Contains(cmd[i+1], "=") {
+			t.Fatalf("the postgres service's command %q: want postgres -c name=value ...", cmd)
+		}
+		name, value, _ := strings.Cut(cmd[i+1], "=")
+		conf = append(conf, name+" = "+quote(value))
+	}
+	return pgtest.Options{Conf: strings.Join(conf, "\n")}
+}
+
+// healthzWithKey is /v1/healthz's body as a key holder sees it.
+func healthzWithKey(t *testing.T, base, header, key string) string {
+	t.Helper()
+	if header == "" {
+		header = "x-api-key"
+	}
+	req, err := http.NewRequest(http.MethodGet, base+"/v1/healthz", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set(header, key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
 }
 
 // setUpAsImage sets c up as the postgres image sets up its first start for the service pg (see

@@ -9,6 +9,6 @@ var ProviderSet = wire.NewSet(NewRepository, NewResolver, NewSubscriptions)
 // FieldTables are the tables each root field of the module reads: with the replication change
 // source (contract 6.13) their answers outlive loads of the fact tables.
 var FieldTables = map[string][]string{
-	"resources":         {"dim_resource", "dim_station"},
+	"resources":         {"dim_resource"},
 	"station_resources": {"dim_resource", "dim_station"},
 }

@@ -104,6 +104,13 @@ func New(o Options, db *database.DB, log *slog.Logger, mp metric.MeterProvider) 
 	}
 	c.store = newStore(o.MaxBytes, c.metrics.evicted)
 	c.versions = newVersions(source.Hosts(), staleness, log, c.metrics.invalidated)
+	// With the replication change source a table's change ends the answers that read it:
+	// they go from memory at once, counted by table.
+	c.versions.onTables = func(changed []string) {
+		for _, t := range changed {
+			c.metrics.ended(t, c.store.end(t))
+		}
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -160,6 +167,9 @@ type Version struct {
 	epoch  uint64
 	ok     bool
 	tables string
+	// reads are the tables the question reads (nil: any), with the replication change source
+	// only (tables not empty): an answer kept in this version ends when one of them changes.
+	reads []string
 }
 
 // String names the version (for ETags); it says nothing of the data.
@@ -194,7 +204,11 @@ func (c *Cache) CurrentFor(tables []string) (Version, bool) {
 	}
 	s := c.versions.current.Load()
 	e, ok := c.versions.epochOf(s)
-	return Version{epoch: e, ok: ok, tables: s.tableVersions(tables)}, ok
+	v := Version{epoch: e, ok: ok, tables: s.tableVersions(tables)}
+	if v.tables != "" {
+		v.reads = tables
+	}
+	return v, ok
 }
 
 // Changed is closed when the data version that is current now ends: a live answer (contract
@@ -205,6 +219,16 @@ func (c *Cache) Changed() <-chan struct{} {
 		return nil
 	}
 	return c.versions.changed()
+}
+
+// ChangedFor is Changed for a question that reads tables (nil: it may read any): with the
+// replication change source it is closed only when one of them changes or the epoch ends, so
+// a live answer of other tables is not woken by a load. Take it before CurrentFor.
+func (c *Cache) ChangedFor(tables []string) <-chan struct{} {
+	if c == nil {
+		return nil
+	}
+	return c.versions.changedFor(tables)
 }
 
 // MaxAnswer is the size of the largest answer that may be kept (0: none), so that the GraphQL

@@ -30,6 +30,8 @@ type Flight struct {
 	c     *Cache
 	k     Key
 	epoch uint64
+	reads []string
+	keyed bool // under its tables' versions: reads are indexed
 	key   string
 	f     *flight
 	once  sync.Once
@@ -66,7 +68,7 @@ func (c *Cache) Join(ctx context.Context, k Key, v Version) (*Answer, *Flight) {
 	}
 	c.flights.m[key] = f
 	c.flights.mu.Unlock()
-	return nil, &Flight{c: c, k: k, epoch: v.epoch, key: key, f: f}
+	return nil, &Flight{c: c, k: k, epoch: v.epoch, reads: v.reads, keyed: v.tables != "", key: key, f: f}
 }
 
 // End ends the flight with a, the answer the requests waiting for it get and the cache keeps,
@@ -78,7 +80,7 @@ func (f *Flight) End(a *Answer) {
 	}
 	f.once.Do(func() {
 		if a != nil {
-			f.c.store.put(f.k, a, f.epoch)
+			f.c.store.put(f.k, a, f.epoch, f.keyed, f.reads)
 		}
 		f.c.flights.mu.Lock()
 		if f.c.flights.m[f.key] == f.f {

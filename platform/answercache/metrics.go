@@ -22,6 +22,8 @@ const meterName = "github.com/emsanalytics/emsquery/platform/answercache"
 type cacheMetrics struct {
 	hits, misses, coalesced, bypasses metric.Int64Counter
 	invalidations, evictions          metric.Int64Counter
+	endedByTable                      metric.Int64Counter
+	tables                            sync.Map // table -> []metric.AddOption
 	reasons                           map[string][]metric.AddOption
 	routes                            sync.Map // route -> []metric.AddOption
 	reg                               metric.Registration
@@ -43,6 +45,7 @@ func newCacheMetrics(mp metric.MeterProvider, stats func() (int, int64), age fun
 	m.coalesced = counter("emsquery.cache.coalesced", "GraphQL requests that waited for an identical request in flight and got its answer.", "{request}")
 	m.bypasses = counter("emsquery.cache.bypasses", "GraphQL requests computed whose answer cannot be kept (errors, too large, no current data version).", "{request}")
 	m.invalidations = counter("emsquery.cache.invalidations", "Times every answer in memory was dropped, by reason: data_changed (the data version moved), notified (NOTIFY), reconnected (the version could not be read for a while).", "{invalidation}")
+	m.endedByTable = counter("emsquery.cache.ended", "Answers in memory ended by a committed change to a table they read (CACHE__CHANGES=replication), by table; an answer of several tables changed at once counts under one of them.", "{answer}")
 	m.evictions = counter("emsquery.cache.evictions", "Answers dropped to keep within CACHE__MAX_BYTES.", "{answer}")
 	for _, r := range []string{reasonDataChanged, reasonNotified, reasonReconnected} {
 		m.reasons[r] = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("emsquery.cache.invalidation.reason", r)))}
@@ -90,6 +93,18 @@ func newCacheMetrics(mp metric.MeterProvider, stats func() (int, int64), age fun
 
 func (m *cacheMetrics) invalidated(reason string) {
 	m.invalidations.Add(context.Background(), 1, m.reasons[reason]...)
+}
+
+// ended counts n answers ended by a change to table.
+func (m *cacheMetrics) ended(table string, n int) {
+	if n == 0 {
+		return
+	}
+	opts, ok := m.tables.Load(table)
+	if !ok {
+		opts, _ = m.tables.LoadOrStore(table, []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("db.collection.name", table)))})
+	}
+	m.endedByTable.Add(context.Background(), int64(n), opts.([]metric.AddOption)...)
 }
 
 func (m *cacheMetrics) evicted(n int) { m.evictions.Add(context.Background(), int64(n)) }

@@ -34,6 +34,11 @@ type store struct {
 	lru   *simplelru.LRU[Key, *Answer]
 	bytes int64
 	epoch uint64
+	// readers are, per table, the answers kept under its version (replication change source),
+	// anyTable under the name of those that may read any table; reads is each such answer's
+	// tables. A table's change ends its readers (end).
+	readers map[string]map[Key]struct{}
+	reads   map[Key][]string
 
 	evicted func(n int) // counts evictions (outside the lock is not needed: a counter)
 }
@@ -43,15 +48,39 @@ type store struct {
 const maxEntryShare = 8
 
 func newStore(maxBytes int64, evicted func(int)) *store {
-	return &store{maxBytes: maxBytes, maxEntry: maxBytes / maxEntryShare, lru: newLRU(), evicted: evicted}
+	s := &store{maxBytes: maxBytes, maxEntry: maxBytes / maxEntryShare, evicted: evicted}
+	s.reset()
+	return s
 }
 
-func newLRU() *simplelru.LRU[Key, *Answer] {
-	lru, err := simplelru.NewLRU[Key, *Answer](math.MaxInt, nil)
+// anyTable is the readers' name of the answers that may read any table.
+const anyTable = "*"
+
+// reset empties the store; the caller holds mu (or owns s).
+func (s *store) reset() {
+	// Not Purge: that would walk every entry while holding mu.
+	lru, err := simplelru.NewLRU[Key, *Answer](math.MaxInt, s.removed)
 	if err != nil {
 		panic(err) // only for a size <= 0
 	}
-	return lru
+	s.lru, s.bytes = lru, 0
+	s.readers, s.reads = map[string]map[Key]struct{}{}, map[Key][]string{}
+}
+
+// removed follows an answer out of the LRU (evicted, or ended by a table); mu is held.
+func (s *store) removed(k Key, a *Answer) {
+	s.bytes -= a.Size()
+	tables, ok := s.reads[k]
+	if !ok {
+		return
+	}
+	delete(s.reads, k)
+	if tables == nil {
+		tables = []string{anyTable}
+	}
+	for _, t := range tables {
+		delete(s.readers[t], k)
+	}
 }
 
 // fits says whether an answer of this size may be kept at all.
@@ -61,8 +90,7 @@ func (s *store) fits(a *Answer) bool { return a.Size() <= s.maxEntry }
 // mu. It says whether the store is now at e.
 func (s *store) advance(e uint64) bool {
 	if e > s.epoch {
-		s.lru = newLRU() // not Purge: that would walk every entry while holding mu
-		s.bytes = 0
+		s.reset()
 		s.epoch = e
 	}
 	return e == s.epoch
@@ -80,8 +108,9 @@ func (s *store) get(k Key, e uint64) *Answer {
 }
 
 // put keeps a, computed for k in epoch e, unless e is no longer the store's epoch (the data
-// may have changed while it was computed) or a is too large.
-func (s *store) put(k Key, a *Answer, e uint64) bool {
+// may have changed while it was computed) or a is too large. keyed: k holds the versions of
+// the tables a reads (reads; nil: any), whose changes end it (end).
+func (s *store) put(k Key, a *Answer, e uint64, keyed bool, reads []string) bool {
 	if !s.fits(a) {
 		return false
 	}
@@ -90,24 +119,49 @@ func (s *store) put(k Key, a *Answer, e uint64) bool {
 	if !s.advance(e) {
 		return false
 	}
-	if old, ok := s.lru.Peek(k); ok {
-		s.bytes -= old.Size()
-	}
+	s.lru.Remove(k) // an answer kept meanwhile for the same question: a's replaces it
 	s.lru.Add(k, a)
 	s.bytes += a.Size()
+	if keyed {
+		s.reads[k] = reads
+		tables := reads
+		if tables == nil {
+			tables = []string{anyTable}
+		}
+		for _, t := range tables {
+			if s.readers[t] == nil {
+				s.readers[t] = map[Key]struct{}{}
+			}
+			s.readers[t][k] = struct{}{}
+		}
+	}
 	n := 0
 	for s.bytes > s.maxBytes {
-		_, old, ok := s.lru.RemoveOldest()
-		if !ok {
+		if _, _, ok := s.lru.RemoveOldest(); !ok {
 			break
 		}
-		s.bytes -= old.Size()
 		n++
 	}
 	if n > 0 && s.evicted != nil {
 		s.evicted(n)
 	}
 	return true
+}
+
+// end drops the answers kept under table's version and those that may read any table (table
+// changed: they can never be served again), and says how many.
+func (s *store) end(table string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, t := range []string{table, anyTable} {
+		for k := range s.readers[t] {
+			if s.lru.Remove(k) {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 // stats returns the number of answers kept and their bytes.

@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,6 +28,9 @@ type versions struct {
 	staleness time.Duration
 	log       *slog.Logger
 	onNew     func(reason string) // counts the invalidations
+	// onTables is told the tables whose versions changed (replication change source), in
+	// order, under mu; nil: nobody is.
+	onTables func(changed []string)
 
 	current atomic.Pointer[versionState]
 
@@ -34,6 +38,16 @@ type versions struct {
 	hosts      []hostState // one per configured database host
 	failing    bool        // a failure is logged; recovery will be
 	unlistened bool        // LISTEN refused, logged
+	// sets are the channels of the live answers that read some tables only (changedFor), one
+	// per set of tables (at most one per subset of the followed tables), each closed when one
+	// of its tables changes or the epoch ends.
+	sets map[string]tableSet
+}
+
+// tableSet is a set of tables that live answers wait on, and their channel.
+type tableSet struct {
+	tables  []string
+	changed chan struct{}
 }
 
 // hostState is one database host as its polls found it. With several hosts each has its own
@@ -63,6 +77,47 @@ func (s versionState) next() versionState {
 	s.epoch++
 	s.changed = make(chan struct{})
 	return s
+}
+
+// next is s in a new epoch, every waiter woken (those of some tables too). v.mu is held.
+func (v *versions) next(s versionState) versionState {
+	v.wake(func(string) bool { return true })
+	return s.next()
+}
+
+// wake closes the channels of the table sets that hold a table for which changed is true.
+// v.mu is held.
+func (v *versions) wake(changed func(table string) bool) {
+	for k, set := range v.sets {
+		if slices.ContainsFunc(set.tables, changed) {
+			close(set.changed)
+			delete(v.sets, k)
+		}
+	}
+}
+
+// changedFor is closed when the current epoch ends or one of tables changes (nil tables: any
+// table, as changed). Taken before the version is read, it misses no change after that read:
+// a set's channel is made and closed under v.mu, as the changes are recorded.
+func (v *versions) changedFor(tables []string) <-chan struct{} {
+	if tables == nil {
+		return v.changed()
+	}
+	k := strings.Join(tables, " ")
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if s := v.current.Load(); s.tables == nil {
+		return s.changed // the snapshot source: any change is every table's
+	}
+	if set, ok := v.sets[k]; ok {
+		return set.changed
+	}
+	if v.sets == nil {
+		v.sets = map[string]tableSet{}
+	}
+	set := tableSet{tables: slices.Clone(tables), changed: make(chan struct{})}
+	v.sets[k] = set
+	return set.changed
 }
 
 // Reasons for a new epoch, the emsquery.cache.invalidations counter's attribute.
@@ -112,12 +167,12 @@ func (v *versions) Version(host int, read string, sent time.Time) {
 	h := &v.hosts[host]
 	switch {
 	case h.read.IsZero() && h.lastRead == "":
-		s = s.next() // the host's first: nothing computed there before is known to be current
+		s = v.next(s) // the host's first: nothing computed there before is known to be current
 	case h.lost:
-		s = s.next()
+		s = v.next(s)
 		v.onNew(reasonReconnected)
 	case read != h.lastRead:
-		s = s.next()
+		s = v.next(s)
 		v.onNew(reasonDataChanged)
 	}
 	if sent.After(h.read) {
@@ -159,7 +214,7 @@ func (v *versions) anyLost() bool {
 func (v *versions) Notified() {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	s := v.current.Load().next()
+	s := v.next(*v.current.Load())
 	v.current.Store(&s)
 	v.onNew(reasonNotified)
 	v.log.Info("cache: notification received; answers from memory dropped")
@@ -233,6 +288,18 @@ func (v *versions) Tables(t map[string]uint64) {
 	if s.tables != nil {
 		close(s.changed)
 		s.changed = make(chan struct{})
+		old := s.tables
+		v.wake(func(table string) bool { return old[table] != t[table] })
+		if v.onTables != nil {
+			var changed []string
+			for table := range t {
+				if old[table] != t[table] {
+					changed = append(changed, table)
+				}
+			}
+			slices.Sort(changed)
+			v.onTables(changed)
+		}
 	}
 	s.tables = t
 	v.current.Store(&s)

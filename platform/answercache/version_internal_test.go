@@ -112,3 +112,50 @@ func TestVersionsSeveralHosts(t *testing.T) {
 		t.Error("an epoch is current while one host's latest poll is older than the bound")
 	}
 }
+
+func closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// With the tables' versions (replication), a live answer of some tables is woken only by a
+// change to one of them or by a new epoch; one of any table by every change.
+func TestVersionsChangedForTables(t *testing.T) {
+	v, _ := newTestVersions(time.Hour)
+	v.Tables(map[string]uint64{"fact_record": 1, "dim_station": 1})
+	v.Version(0, "replication", time.Now())
+	dims := v.changedFor([]string{"dim_resource", "dim_station"})
+	facts := v.changedFor([]string{"fact_record"})
+	anyTable := v.changedFor(nil)
+	if again := v.changedFor([]string{"dim_resource", "dim_station"}); again != dims {
+		t.Error("two waiters on the same tables got different channels")
+	}
+	v.Tables(map[string]uint64{"fact_record": 2, "dim_station": 1})
+	if closed(dims) {
+		t.Error("a change to fact_record woke a question on dim_resource and dim_station")
+	}
+	if !closed(facts) || !closed(anyTable) {
+		t.Error("a change to fact_record did not wake its question and the question of any table")
+	}
+	v.Tables(map[string]uint64{"fact_record": 2, "dim_station": 1, "dim_resource": 1})
+	if !closed(dims) {
+		t.Error("a change to dim_resource (never changed before) did not wake its question")
+	}
+	dims = v.changedFor([]string{"dim_resource", "dim_station"})
+	v.Notified()
+	if !closed(dims) {
+		t.Error("a new epoch did not wake a question of some tables")
+	}
+	// The snapshot source has no tables' versions: every change is every table's.
+	s, _ := newTestVersions(time.Hour)
+	s.Version(0, "snapshot 1", time.Now())
+	ch := s.changedFor([]string{"fact_record"})
+	s.Version(0, "snapshot 2", time.Now())
+	if !closed(ch) {
+		t.Error("snapshot: a new data version did not wake a question of some tables")
+	}
+}

@@ -6,11 +6,14 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"math"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/emsanalytics/emsquery/platform/database"
 	"github.com/emsanalytics/emsquery/platform/replication"
@@ -93,18 +96,10 @@ func Open(ctx context.Context, db *database.DB, o Options) (Source, error) {
 	return snapshot, nil
 }
 
-// errSeveralHosts: with several hosts the pool may read from a standby, whose answers would
-// have to wait for its replay position to pass each commit; that is not done, so such a setup
-// stays with the snapshot source, which watches every host.
-var errSeveralHosts = errors.New("a single database host (with several, answers read from a standby are not followed by replication)")
-
 func openReplication(ctx context.Context, db *database.DB, o Options, log *slog.Logger) (*Replication, error) {
 	ccs := db.HostConnConfigs()
-	if len(ccs) != 1 {
-		return nil, errSeveralHosts
-	}
 	ropts := replication.Options{
-		Conn:        ccs[0],
+		Conn:        primaryConnConfig(ccs),
 		Publication: o.Publication,
 		// Each poll waits for the stream to report a position past the primary's flushed WAL
 		// (see Replication.version), which takes up to one status interval.
@@ -120,7 +115,8 @@ func openReplication(ctx context.Context, db *database.DB, o Options, log *slog.
 	}
 	r := &Replication{
 		ropts: ropts, staleness: o.MaxStaleness, streaming: true, resumed: make(chan struct{}),
-		tables: map[string]uint64{}, since: time.Now(),
+		tables: map[string]uint64{}, since: time.Now(), hosts: make([]hostView, len(ccs)),
+		base: map[string]uint64{}, combined: map[string]uint64{},
 	}
 	r.snapshot = NewSnapshot(db, o.NotifyChannel, o.PollInterval)
 	r.snapshot.version = r.version
@@ -131,18 +127,42 @@ func openReplication(ctx context.Context, db *database.DB, o Options, log *slog.
 	return r, nil
 }
 
+// primaryConnConfig reaches whichever of the hosts is the primary (the replication package
+// connects with target_session_attrs=primary, on each reconnection again, so the slot follows a
+// failover): the first host's settings with the others as fallbacks.
+func primaryConnConfig(ccs []*pgx.ConnConfig) *pgx.ConnConfig {
+	cc := ccs[0].Copy()
+	if len(ccs) < 2 {
+		return cc
+	}
+	cc.Fallbacks = nil
+	for _, h := range ccs[1:] {
+		cc.Fallbacks = append(cc.Fallbacks, &pgconn.FallbackConfig{Host: h.Host, Port: h.Port, TLSConfig: h.TLSConfig})
+	}
+	return cc
+}
+
 // Replication is the change source that follows the committed changes of the followed tables
 // (platform/replication): each table has a version that every committed transaction touching
 // it advances, so an answer whose tables did not change outlives writes elsewhere on the server.
 //
-// It shares Snapshot's watch connection (its LISTEN and its reconnection): each poll reads the
-// primary's flushed WAL position at the time the poll is sent and reports only once the stream
-// has processed past it, so every commit made before the poll was handed to Commit before the
-// poll's version is reported: Version(sent) keeps 6.5's meaning. Every CACHE__MAX_STALENESS the
-// poll also reads the catalog's fingerprint (a definition change that pgoutput would announce
-// only with the next row change). While the stream is lost no version is reported (the cache's
-// bound runs out, as for a lost poll), and the stream's Lost is the watcher's Lost, so the first
-// version after the recovery starts a new epoch.
+// It shares Snapshot's watch connections (one per host, their LISTEN and their reconnection):
+// each poll reads the host's position at the time the poll is sent and reports only once the
+// stream has processed past it, so every commit made before the poll was handed to Commit before
+// the poll's version is reported: Version(sent) keeps 6.5's meaning. On the primary that
+// position is its flushed WAL, and every commit the stream delivered is visible there. On a hot
+// standby it is the replay position (pg_last_wal_replay_lsn): a commit is visible there once
+// the standby replayed it, that is once its End is at or before that position, so the poll
+// counts only those. What a host shows of each table is its view (hostView); a table's version
+// as the cache sees it moves whenever any host's view of it moves, so an answer a lagging
+// standby computed after the primary showed a change is kept under a version that ends when the
+// standby shows it too (the snapshot source's rule for several hosts, per table).
+//
+// Every CACHE__MAX_STALENESS the poll also reads the host's catalog fingerprint (a definition
+// change that pgoutput would announce only with the next row change; a standby shows it once
+// replayed). While the stream is lost no version is reported (the cache's bound runs out, as for
+// a lost poll), and the stream's Lost is the watcher's Lost, so the first version after the
+// recovery starts a new epoch.
 type Replication struct {
 	snapshot  *Snapshot
 	src       *replication.Source
@@ -151,19 +171,48 @@ type Replication struct {
 
 	mu        sync.Mutex
 	w         Watcher
-	tables    map[string]uint64 // each followed table's version
+	tables    map[string]uint64 // each followed table's version: the commits delivered that changed it
 	resumes   uint64            // the recoveries after a loss
 	streaming bool
 	since     time.Time
 	resumed   chan struct{} // closed when streaming again after a loss
 	lag       int64
 
+	// hosts are what each configured host showed at its latest poll.
+	hosts []hostView
+	// pending are the commits (in commit order) that some standby may not have replayed yet,
+	// base the tables' versions before the first of them: a standby at replay position p shows
+	// base plus the pending commits whose End is at or before p. Kept with several hosts only.
+	pending []pendingCommit
+	base    map[string]uint64
+	// combined are the tables' versions the cache sees: a table's moves each time a host's view
+	// of it moves.
+	combined map[string]uint64
+}
+
+// hostView is what one host showed at its latest poll.
+type hostView struct {
+	tables      map[string]uint64 // the versions of the commits visible there
+	standby     bool
+	replayed    replication.LSN // a standby's replay position
 	fingerprint string
 	fpRead      time.Time
 }
 
-// Hosts is 1: replication is used with a single database host only.
-func (r *Replication) Hosts() int { return 1 }
+// pendingCommit is a commit some standby may not show yet: where it ended, and the tables it
+// changed.
+type pendingCommit struct {
+	end    replication.LSN
+	tables []string
+}
+
+// maxPending bounds the commits kept for standbys that lag (or whose polls fail): past it the
+// oldest is merged into the next, which makes a standby show both only once it replayed the
+// later one, so its answers end a little later than they could, never too early.
+const maxPending = 100_000
+
+// Hosts is how many database hosts are configured: each is polled, the slot is on the primary.
+func (r *Replication) Hosts() int { return len(r.hosts) }
 
 // Watch polls and listens as Snapshot does, with replication's version.
 func (r *Replication) Watch(ctx context.Context, w Watcher) {
@@ -183,6 +232,78 @@ func (r *Replication) Commit(tx *replication.Transaction) {
 	for _, t := range tx.Tables {
 		r.tables[t]++
 	}
+	r.addPending(tx.End, tx.Tables)
+}
+
+// addPending notes a commit that ended at end and changed tables, for the standbys' views;
+// r.mu is held.
+func (r *Replication) addPending(end replication.LSN, tables []string) {
+	if len(r.hosts) < 2 || len(tables) == 0 {
+		return
+	}
+	r.pending = append(r.pending, pendingCommit{end: end, tables: slices.Clone(tables)})
+	if len(r.pending) > maxPending {
+		first, next := r.pending[0], &r.pending[1]
+		for _, t := range first.tables {
+			if !slices.Contains(next.tables, t) {
+				next.tables = append(next.tables, t)
+			}
+		}
+		r.pending = r.pending[1:]
+	}
+}
+
+// visibleAt is the tables' versions a standby that replayed up to pos shows; r.mu is held.
+func (r *Replication) visibleAt(pos replication.LSN) map[string]uint64 {
+	v := maps.Clone(r.base)
+	for _, c := range r.pending {
+		if c.end > pos {
+			break
+		}
+		for _, t := range c.tables {
+			v[t]++
+		}
+	}
+	return v
+}
+
+// prune folds into base the pending commits that every host shows (a host not polled yet
+// shows none); r.mu is held.
+func (r *Replication) prune() {
+	var upTo replication.LSN = math.MaxUint64
+	for _, h := range r.hosts {
+		switch {
+		case h.tables == nil:
+			return
+		case h.standby:
+			upTo = min(upTo, h.replayed)
+		}
+	}
+	n := 0
+	for n < len(r.pending) && r.pending[n].end <= upTo {
+		for _, t := range r.pending[n].tables {
+			r.base[t]++
+		}
+		n++
+	}
+	r.pending = slices.Delete(r.pending, 0, n)
+}
+
+// show records what host shows now (tables), and moves the combined version of each table
+// whose version there moved; r.mu is held.
+func (r *Replication) show(host int, tables map[string]uint64) {
+	old := r.hosts[host].tables
+	for t, n := range tables {
+		if old[t] != n {
+			r.combined[t]++
+		}
+	}
+	for t := range old {
+		if _, ok := tables[t]; !ok {
+			r.combined[t]++
+		}
+	}
+	r.hosts[host].tables = tables
 }
 
 // Lost: until Resumed no version is reported; the watcher is told at once.
@@ -205,9 +326,12 @@ func (r *Replication) Resumed(at replication.LSN) {
 	defer r.mu.Unlock()
 	r.streaming, r.since = true, time.Now()
 	r.resumes++
-	for t := range r.tables {
+	changed := slices.Sorted(maps.Keys(r.tables))
+	for _, t := range changed {
 		r.tables[t]++
 	}
+	// The commits missed ended before at: a standby shows them once it replayed that far.
+	r.addPending(at, changed)
 	if r.resumed != nil {
 		close(r.resumed)
 		r.resumed = nil
@@ -256,34 +380,49 @@ func (r *Replication) waitStreaming(ctx context.Context) error {
 // positionPoll is how often the stream's position is looked at while a poll waits for it.
 const positionPoll = 5 * time.Millisecond
 
-// version is the poll of the replication source (see Replication): it waits for the stream to
-// pass the primary's flushed WAL position as read now, then names the versions.
-func (r *Replication) version(ctx context.Context, conn *pgx.Conn, timeout time.Duration) (string, error) {
+// positionQuery reads where a host stands: a standby's replay position, or the primary's
+// flushed WAL.
+const positionQuery = `SELECT pg_is_in_recovery(),
+	(CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_flush_lsn() END)::text`
+
+// version is the poll of the replication source on host (see Replication): it reads where the
+// host stands, waits for the stream to pass that position, then names the versions.
+func (r *Replication) version(ctx context.Context, host int, conn *pgx.Conn, timeout time.Duration) (string, error) {
 	if err := r.waitStreaming(ctx); err != nil {
 		return "", err
 	}
 	qctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	var flushed string
+	var (
+		standby bool
+		pos     *string
+	)
 	start := time.Now()
-	err := conn.QueryRow(qctx, `SELECT pg_current_wal_flush_lsn()::text`).Scan(&flushed)
+	err := conn.QueryRow(qctx, positionQuery).Scan(&standby, &pos)
 	r.snapshot.db.Measure(ctx, opDataVersion, start, err)
 	if err != nil {
 		return "", fmt.Errorf("%s: %w", opDataVersion, database.ClassifyContext(qctx, err))
 	}
-	target, err := replication.ParseLSN(flushed)
+	if pos == nil {
+		// A standby that replays from an archive only, before its first record.
+		return "", fmt.Errorf("%s: the server has replayed no WAL yet", opDataVersion)
+	}
+	target, err := replication.ParseLSN(*pos)
 	if err != nil {
 		return "", fmt.Errorf("%s: %w", opDataVersion, err)
 	}
-	if time.Since(r.fpRead) >= r.staleness {
-		fp, err := replication.Fingerprint(qctx, conn, r.ropts)
-		if err != nil {
+	r.mu.Lock()
+	fp, fpRead := r.hosts[host].fingerprint, r.hosts[host].fpRead
+	r.mu.Unlock()
+	if time.Since(fpRead) >= r.staleness {
+		if fp, err = replication.Fingerprint(qctx, conn, r.ropts); err != nil {
 			return "", fmt.Errorf("%s: %w", opDataVersion, database.ClassifyContext(qctx, err))
 		}
-		r.fingerprint, r.fpRead = fp, start
+		fpRead = start
 	}
 	// The stream reports its position at each status interval; a commit before target is
-	// handed to Commit before the position passes it.
+	// handed to Commit before the position passes it (a standby's replay position is never
+	// past the primary's flushed WAL, which the stream reaches).
 	lag := int64(-1)
 	for {
 		st := r.src.State()
@@ -304,14 +443,26 @@ func (r *Replication) version(ctx context.Context, conn *pgx.Conn, timeout time.
 		}
 	}
 	r.mu.Lock()
-	r.lag = lag
-	tables, w := maps.Clone(r.tables), r.w
-	v := "replication " + strconv.FormatUint(r.resumes, 10) + " " + r.fingerprint
-	r.mu.Unlock()
+	defer r.mu.Unlock()
+	h := &r.hosts[host]
+	h.fingerprint, h.fpRead, h.standby = fp, fpRead, standby
+	var shows map[string]uint64
+	if standby {
+		h.replayed = target
+		shows = r.visibleAt(target)
+	} else {
+		r.lag = lag
+		shows = maps.Clone(r.tables)
+	}
+	r.show(host, shows)
+	r.prune()
+	v := "replication " + strconv.FormatUint(r.resumes, 10) + " " + fp
 	// The tables' versions go with the poll's version, which says they hold every commit
-	// before it was sent; the epoch (v) moves with a recovery or a definition change only.
-	if tw, ok := w.(TableWatcher); ok {
-		tw.Tables(tables)
+	// visible on the host before it was sent; the epoch (v) moves with a recovery or a
+	// definition change only. Told under r.mu: the hosts' polls report in the order they
+	// recorded.
+	if tw, ok := r.w.(TableWatcher); ok {
+		tw.Tables(maps.Clone(r.combined))
 	}
 	return v, nil
 }

@@ -47,9 +47,9 @@ type Snapshot struct {
 	db       *database.DB
 	channel  string
 	interval time.Duration
-	// version reads a host's version on the watch connection: dataVersion, or the replication
+	// version reads host's version on its watch connection: dataVersion, or the replication
 	// source's (which shares the watch's connections, LISTEN and reconnection).
-	version func(ctx context.Context, conn *pgx.Conn, timeout time.Duration) (string, error)
+	version func(ctx context.Context, host int, conn *pgx.Conn, timeout time.Duration) (string, error)
 }
 
 // NewSnapshot returns the source that watches db's hosts.
@@ -136,7 +136,7 @@ func (s *Snapshot) watchOnce(ctx context.Context, host int, cc *pgx.ConnConfig, 
 	}
 	for first := true; ; first = false {
 		sent := time.Now()
-		v, err := s.version(ctx, conn, interval)
+		v, err := s.version(ctx, host, conn, interval)
 		if err != nil {
 			return err
 		}
@@ -182,7 +182,7 @@ func (s *Snapshot) watchOnce(ctx context.Context, host int, cc *pgx.ConnConfig, 
 // position, which moves when a change is replayed, that is when it becomes visible there. The
 // poll is measured like the repositories' statements, with a timeout of interval (a slower
 // answer is out of date anyway).
-func (s *Snapshot) dataVersion(ctx context.Context, conn *pgx.Conn, timeout time.Duration) (string, error) {
+func (s *Snapshot) dataVersion(ctx context.Context, _ int, conn *pgx.Conn, timeout time.Duration) (string, error) {
 	const q = `SELECT CASE WHEN pg_is_in_recovery() THEN 'replayed ' || pg_last_wal_replay_lsn()::text
 	ELSE 'snapshot ' || pg_current_snapshot()::text END`
 	qctx, cancel := context.WithTimeout(ctx, timeout)

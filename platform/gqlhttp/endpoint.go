@@ -46,7 +46,7 @@ func New(es graphql.ExecutableSchema, o Options) *Endpoint {
 	return &Endpoint{
 		tables: o.FieldTables,
 		route:  o.Route, exec: exec, cache: o.Cache, timeout: o.RequestTimeout, timedOut: o.TimedOut,
-		live: gqllive.NewEndpoint(o.Streams, o.Route, exec, o.Cache, o.RequestTimeout, o.TimedOut),
+		live: gqllive.NewEndpoint(o.Streams, o.Route, exec, o.Cache, o.RequestTimeout, o.TimedOut, o.FieldTables.tablesOf),
 	}
 }
 

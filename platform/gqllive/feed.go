@@ -19,11 +19,12 @@ import (
 
 // feed is the live answer to one question (endpoint, document, operation, variables: the
 // answer cache's key) for every stream that carries it. Its goroutine computes the answer when
-// the first stream joins and again each time the data version changes (answercache's Changed:
-// a poll that saw a change, within CACHE__MAX_STALENESS, or a NOTIFY, at once), through the
-// answer cache (Share: a question also asked as a query in that version is computed once),
-// and publishes it only when its bytes differ from the last published. It ends when its last
-// stream leaves.
+// the first stream joins and again each time the data version of the tables it reads changes
+// (answercache's ChangedFor: a poll that saw a change, within CACHE__MAX_STALENESS, or a
+// NOTIFY, at once; with the replication change source a change to another table wakes
+// nothing), through the answer cache (Share: a question also asked as a query in that version
+// is computed once), and publishes it only when its bytes differ from the last published. It
+// ends when its last stream leaves.
 //
 // What a feed holds counts in the streams' budget (CACHE__MAX_BYTES) for as long as it lives:
 // its question (what the client sent, which may be as large as APP__MAX_BODY_BYTES) from the
@@ -33,12 +34,15 @@ import (
 // stream that joins an existing feed adds nothing to the budget (its connection and buffers
 // are LIMITS__MAX_STREAMS' to bound).
 type feed struct {
-	s    *Streams
-	e    *Endpoint
-	key  answercache.Key
-	q    question
-	base context.Context // the first stream's values (key name, request id), never cancelled
-	stop chan struct{}   // closed when the last stream left
+	s   *Streams
+	e   *Endpoint
+	key answercache.Key
+	q   question
+	// tables are the tables the question reads (nil: any): the feed computes again only when
+	// one of them changes (answercache's ChangedFor).
+	tables []string
+	base   context.Context // the first stream's values (key name, request id), never cancelled
+	stop   chan struct{}   // closed when the last stream left
 	// members is guarded by s.mu.
 	members int
 
@@ -95,6 +99,9 @@ func (s *Streams) join(e *Endpoint, r *gqlexec.Request, ctx context.Context) (*f
 				s.maxBytes, q.size())}
 		}
 		f = &feed{s: s, e: e, key: k, q: q, base: context.WithoutCancel(ctx), stop: make(chan struct{}), changed: make(chan struct{})}
+		if e.tables != nil {
+			f.tables = e.tables(q.query, q.operation)
+		}
 		s.feeds[k] = f
 		s.wg.Add(1)
 		go f.run()
@@ -140,9 +147,10 @@ func (f *feed) run() {
 	cache := f.e.cache
 	var retry time.Duration
 	for {
-		// Taken before the version is read: a change after the read closes it.
-		changed := cache.Changed()
-		v, _ := cache.Current()
+		// Taken before the version is read: a change after the read closes it. With the
+		// replication change source only the question's tables' changes do.
+		changed := cache.ChangedFor(f.tables)
+		v, _ := cache.CurrentFor(f.tables)
 		body, failed, final := f.compute(v)
 		if f.publish(body, final) {
 			return

@@ -178,15 +178,18 @@ type Endpoint struct {
 	cache    *answercache.Cache
 	timeout  time.Duration
 	timedOut error
+	// tables is the tables a question reads (nil: any), as the endpoint's fields declare them.
+	tables func(query, operation string) []string
 	// attrs carries the route on the streams' metrics.
 	attrs metric.MeasurementOption
 }
 
 // NewEndpoint is the live answers of the path route, run on exec and following cache's data
-// versions; each computation ends after timeout (0: no bound) with timedOut. s nil (or cache
-// nil) refuses every subscription.
-func NewEndpoint(s *Streams, route string, exec *gqlexec.Executor, cache *answercache.Cache, timeout time.Duration, timedOut error) *Endpoint {
-	return &Endpoint{s: s, route: route, exec: exec, cache: cache, timeout: timeout, timedOut: timedOut, attrs: routeAttrs(route)}
+// versions; each computation ends after timeout (0: no bound) with timedOut. tables says which
+// tables a question reads (nil, or a nil answer: any), so that its feed wakes only when one of
+// them changes. s nil (or cache nil) refuses every subscription.
+func NewEndpoint(s *Streams, route string, exec *gqlexec.Executor, cache *answercache.Cache, timeout time.Duration, timedOut error, tables func(query, operation string) []string) *Endpoint {
+	return &Endpoint{s: s, route: route, exec: exec, cache: cache, timeout: timeout, timedOut: timedOut, tables: tables, attrs: routeAttrs(route)}
 }
 
 // Subscribe answers r with a stream when it asks for one: a POST accepting text/event-stream
