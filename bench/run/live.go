@@ -361,8 +361,13 @@ func (run *liveRun) open(ctx context.Context, n int) error {
 }
 
 func (run *liveRun) subscribe(ctx context.Context, q int) (*liveStream, error) {
+	return run.subscribeAt(ctx, "/graphql", q)
+}
+
+// subscribeAt opens a stream on question q at the endpoint path.
+func (run *liveRun) subscribeAt(ctx context.Context, path string, q int) (*liveStream, error) {
 	ctx, cancel := context.WithCancel(ctx)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, run.svc.url+"/graphql", bytes.NewReader(run.queries[q].body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, run.svc.url+path, bytes.NewReader(run.queries[q].body))
 	if err != nil {
 		cancel()
 		return nil, err
