@@ -253,6 +253,7 @@ func liveScenarioRun(ctx context.Context, conn *pgx.Conn, bin, tmp string, s *da
 	svc, err := startServiceWith(ctx, bin, tmp, s.DB, s.Records, true, o.profile != "", map[string]string{
 		"CACHE__MAX_STALENESS":            "3600",
 		"LIMITS__MAX_STREAMS":             strconv.Itoa(sc.Streams),
+		"LIMITS__MAX_STREAMS_PER_KEY":     strconv.Itoa(sc.Streams), // the bench's one key holds them all
 		"APP__MAX_CONNECTIONS_PER_CLIENT": "0",
 		"OTEL_METRICS_EXPORTER":           "prometheus",
 		"OTEL_EXPORTER_PROMETHEUS_HOST":   "127.0.0.1",
