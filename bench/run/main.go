@@ -32,6 +32,9 @@
 // the NOTIFY to each stream's new answer, the recomputations and statements per change, and the
 // service's peak RSS. -doc writes them into their own section (-live-doc-section).
 //
+// With -workloads follow, on the largest data set of a cluster with logical decoding and
+// pg_stat_statements, the answers that follow their tables (contract 6.13, follow.go).
+//
 // The service's SQL is captured from the database, not rebuilt: before measuring, each request is
 // sent once with log_statement=all on the benchmark database and the statements and bind
 // parameters the server logged are what the captured baseline runs (capture.go).
@@ -44,6 +47,7 @@
 //	go run ./bench/run -warm-max-records 0              # cold lines only
 //	go run ./bench/run -doc docs/benchmarks.md          # also write the results into the doc
 //	go run ./bench/run -sizes 100000 -workloads live -patients-rss 0  # the live answers alone
+//	go run ./bench/run -sizes 1000000 -workloads follow -patients-rss 0  # answers that follow their tables (follow.go)
 package main
 
 import (
