@@ -36,7 +36,7 @@ import (
 //   - then the same questions are asked once each of a second instance of the service with its
 //     cache off: a recomputation of them all, whose statements pg_stat_statements gives the same
 //     way, and whose answers every stream's new answer must equal;
-//   - last, the hit rate of repeated questions (followHitQuestions of them, asked every second)
+//   - last, the hit rate of repeated questions (followHitAsks of them, asked every second)
 //     with and without a writer committing to another database every 100 ms, with replication
 //     and with snapshot.
 //
