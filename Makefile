@@ -104,11 +104,13 @@ bench:
 	go run ./bench/run $(BENCH_FLAGS)
 
 # Every line of make bench, short, on the small size: that each runs and every answer checks
-# out (its figures mean nothing on a busy machine). CI runs it, so that make bench cannot break
-# unnoticed.
+# out (its figures mean nothing on a busy machine); then the answers that follow their tables
+# ('-workloads follow', on a cluster of its own kind), short. CI runs it, so that make bench
+# cannot break unnoticed.
 bench-smoke:
 	scripts/ensure-postgres.sh >/dev/null
 	go run ./bench/run -sizes 100000 -duration 300ms -warmup 100ms -warm-duration 300ms -rounds 1 -patients-rss 0 -live-streams 100 -live-questions 10 -live-rounds 1
+	go run ./bench/run -sizes 100000 -workloads follow -follow-streams 100 -follow-questions 10 -follow-loads 1 -follow-hit-rounds 2 -patients-rss 0
 
 clean:
 	rm -rf bin

@@ -1,5 +1,5 @@
 // Opens docs/examples/performance.html in Debian's headless Chromium and reports what its charts
-// show: meant to be run by a Go test (app/performance_test.go) against a live service, which
+// show: meant to be run by a Go test (systemtest/performance_test.go) against a live service, which
 // compares each report with SQL.
 //
 // Environment:
@@ -12,7 +12,8 @@
 // Prints "SHOWN <json>" each time what the charts show changes, once all four have been drawn:
 // {heat: [[day_of_week, hour_of_day, count]...], turnout: [row...], travel: [row...],
 // comparison: [row...]}, each value as the page's data-* attributes carry it. Exits when its
-// standard input closes ("0 failed") or at the timeout or a page error ("1 failed"). Requests
+// standard input closes ("0 failed") or at the timeout, a page error or an error in the console
+// ("1 failed"). Requests
 // off the loopback host are aborted.
 import { chromium } from 'playwright-core';
 
@@ -66,6 +67,7 @@ try {
   await context.route('**/*', (route) => (loopback(route.request().url()) ? route.continue() : route.abort('blockedbyclient')));
   const page = await context.newPage();
   page.on('pageerror', (e) => finish(false, `page error: ${e}`));
+  page.on('console', (m) => { if (m.type() === 'error') finish(false, `console error: ${m.text()}`); });
   process.stdin.on('end', () => finish(true)).resume();
   await page.goto(env.PAGE_URL);
   let last = '', lastStatus = '';

@@ -66,7 +66,7 @@ func serveFloor(path string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	pool, err := capturedPool(ctx, spec.DB, spec.Conns)
+	pool, err := capturedPool(ctx, spec.DB, spec.Conns, 0) // light lines: the shipped timeouts
 	if err != nil {
 		return err
 	}

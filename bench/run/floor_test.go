@@ -26,7 +26,7 @@ func TestBareServer(t *testing.T) {
 		{SQL: `SELECT g, repeat('x', g) FROM generate_series(1, 10) g ORDER BY g LIMIT $1`, Params: []*string{&limit}, Prepared: true},
 		{SQL: `SELECT 'abc'`, Simple: true},
 	}
-	pool, err := capturedPool(ctx, db, 1)
+	pool, err := capturedPool(ctx, db, 1, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

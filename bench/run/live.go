@@ -253,6 +253,7 @@ func liveScenarioRun(ctx context.Context, conn *pgx.Conn, bin, tmp string, s *da
 	svc, err := startServiceWith(ctx, bin, tmp, s.DB, s.Records, true, o.profile != "", map[string]string{
 		"CACHE__MAX_STALENESS":            "3600",
 		"LIMITS__MAX_STREAMS":             strconv.Itoa(sc.Streams),
+		"LIMITS__MAX_STREAMS_PER_KEY":     strconv.Itoa(sc.Streams), // the bench's one key holds them all
 		"APP__MAX_CONNECTIONS_PER_CLIENT": "0",
 		"OTEL_METRICS_EXPORTER":           "prometheus",
 		"OTEL_EXPORTER_PROMETHEUS_HOST":   "127.0.0.1",
@@ -361,8 +362,13 @@ func (run *liveRun) open(ctx context.Context, n int) error {
 }
 
 func (run *liveRun) subscribe(ctx context.Context, q int) (*liveStream, error) {
+	return run.subscribeAt(ctx, "/graphql", q)
+}
+
+// subscribeAt opens a stream on question q at the endpoint path.
+func (run *liveRun) subscribeAt(ctx context.Context, path string, q int) (*liveStream, error) {
 	ctx, cancel := context.WithCancel(ctx)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, run.svc.url+"/graphql", bytes.NewReader(run.queries[q].body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, run.svc.url+path, bytes.NewReader(run.queries[q].body))
 	if err != nil {
 		cancel()
 		return nil, err

@@ -32,6 +32,9 @@
 // the NOTIFY to each stream's new answer, the recomputations and statements per change, and the
 // service's peak RSS. -doc writes them into their own section (-live-doc-section).
 //
+// With -workloads follow, on the largest data set of a cluster with logical decoding and
+// pg_stat_statements, the answers that follow their tables (contract 6.13, follow.go).
+//
 // The service's SQL is captured from the database, not rebuilt: before measuring, each request is
 // sent once with log_statement=all on the benchmark database and the statements and bind
 // parameters the server logged are what the captured baseline runs (capture.go).
@@ -44,6 +47,7 @@
 //	go run ./bench/run -warm-max-records 0              # cold lines only
 //	go run ./bench/run -doc docs/benchmarks.md          # also write the results into the doc
 //	go run ./bench/run -sizes 100000 -workloads live -patients-rss 0  # the live answers alone
+//	go run ./bench/run -sizes 1000000 -workloads follow -patients-rss 0  # answers that follow their tables (follow.go)
 package main
 
 import (
@@ -96,10 +100,19 @@ type options struct {
 	warmDuration time.Duration
 	// Live answers (live.go): on the smallest data set, unless -workloads leaves "live" out.
 	live liveOptions
+	// Answers that follow their tables (follow.go): on the largest data set, when -workloads
+	// names "follow".
+	follow followOptions
 }
 
 // liveWorkload is the name -workloads knows the live answers' scenarios by.
 const liveWorkload = "live"
+
+// runsFollow says whether the answers that follow their tables are measured: only when asked
+// for, as the scenario needs a cluster of its own kind (followConf).
+func (o options) runsFollow() bool {
+	return o.follow.streams > 0 && o.only != nil && o.only[followWorkload]
+}
 
 // runsLive says whether the live answers are measured.
 func (o options) runsLive() bool {
@@ -121,6 +134,13 @@ func parseFlags() (options, error) {
 	flag.IntVar(&o.live.questions, "live-questions", 100, "live answers: the questions of the second scenario, the streams spread evenly over them")
 	flag.IntVar(&o.live.rounds, "live-rounds", 3, "live answers: changes (INSERT, then NOTIFY) per scenario")
 	flag.StringVar(&o.live.docSection, "live-doc-section", "live", "the section -doc replaces with the live answers' results")
+	flag.IntVar(&o.follow.streams, "follow-streams", 1000, "answers that follow their tables (-workloads follow): live streams open at once, spread evenly over the questions")
+	flag.IntVar(&o.follow.questions, "follow-questions", 100, "follow: distinct live counting questions (1 to 100)")
+	flag.IntVar(&o.follow.loads, "follow-loads", 3, "follow: loads (one committed INSERT each) into fact_record")
+	flag.IntVar(&o.follow.rows, "follow-rows", 1000, "follow: records per load")
+	flag.IntVar(&o.follow.hitRounds, "follow-hit-rounds", 10, "follow: seconds the repeated questions are asked, for each change source with and without a writer in another database")
+	flag.DurationVar(&o.follow.timeout, "follow-timeout", 5*time.Minute, "follow: how long every stream's answer is awaited after a load")
+	flag.StringVar(&o.follow.docSection, "follow-doc-section", "follow", "the section -doc replaces with the results of -workloads follow")
 	flag.Uint64Var(&o.seed, "seed", demodata.DefaultSeed, "demo data seed")
 	flag.StringVar(&o.out, "o", "", "also write the results (markdown) to this file")
 	flag.StringVar(&o.profile, "profile", "", "write a CPU profile of the service for each line into this folder (builds the service with -tags pprof)")
@@ -131,6 +151,10 @@ func parseFlags() (options, error) {
 	if o.live.streams < 0 || o.live.questions < 1 || o.live.rounds < 1 {
 		return o, fmt.Errorf("-live-streams, -live-questions, -live-rounds: %d, %d, %d", o.live.streams, o.live.questions, o.live.rounds)
 	}
+	if o.follow.streams < 0 || o.follow.questions < 1 || o.follow.questions > followMaxQs || o.follow.loads < 1 || o.follow.rows < 1 || o.follow.hitRounds < 1 {
+		return o, fmt.Errorf("-follow-streams, -follow-questions (at most %d), -follow-loads, -follow-rows, -follow-hit-rounds: %d, %d, %d, %d, %d",
+			followMaxQs, o.follow.streams, o.follow.questions, o.follow.loads, o.follow.rows, o.follow.hitRounds)
+	}
 	if o.sizes, err = intList(*sizes); err != nil {
 		return o, fmt.Errorf("-sizes: %w", err)
 	}
@@ -140,7 +164,7 @@ func parseFlags() (options, error) {
 	if *only != "" {
 		o.only = map[string]bool{}
 		for n := range strings.SplitSeq(*only, ",") {
-			if _, ok := workloadByName(n); !ok && n != liveWorkload {
+			if _, ok := workloadByName(n); !ok && n != liveWorkload && n != followWorkload {
 				return o, fmt.Errorf("-workloads: unknown workload %q", n)
 			}
 			o.only[n] = true
@@ -212,7 +236,11 @@ func run() error {
 		}
 		sets = append(sets, s)
 	}
-	sets = slices.DeleteFunc(sets, func(s *dataSet) bool { return len(s.Workloads) == 0 && s != liveSet })
+	var fSet *dataSet // the largest data set, where the answers that follow their tables are measured
+	if o.runsFollow() {
+		fSet = followSet(sets)
+	}
+	sets = slices.DeleteFunc(sets, func(s *dataSet) bool { return len(s.Workloads) == 0 && s != liveSet && s != fSet })
 	if o.patientsRSS > 0 && (o.only == nil || o.only["patients"]) {
 		// demodata makes one patient per 1.1 records.
 		n := int(math.Round(float64(o.patientsRSS) * 1.1))
@@ -221,7 +249,11 @@ func run() error {
 	}
 	placeCluster(sets)
 	progress("starting a PostgreSQL cluster")
-	cluster, err := pgtest.Start(pgtest.Options{})
+	var clusterOpts pgtest.Options
+	if fSet != nil {
+		clusterOpts.Conf = followConf
+	}
+	cluster, err := pgtest.Start(clusterOpts)
 	if err != nil {
 		return fmt.Errorf("start a PostgreSQL cluster: %w", err)
 	}
@@ -316,9 +348,21 @@ func run() error {
 		}
 		liveMD = renderLive(time.Now().UTC(), loadBefore, liveSet, o, results)
 	}
+	var followMD string
+	if fSet != nil {
+		progress("answers that follow their tables on %s records (load average %s)", count(fSet.Records), loadAverage())
+		r, err := measureFollow(ctx, cluster, bin, tmp, fSet, o)
+		if err != nil {
+			return err
+		}
+		followMD = renderFollow(r, o)
+	}
 	all := md
 	if liveMD != "" {
 		all += "## Live answers (contract 6.11)\n\n" + liveMD
+	}
+	if followMD != "" {
+		all += "## Answers that follow their tables (contract 6.13)\n\n" + followMD
 	}
 	fmt.Print(all)
 	if o.out != "" {
@@ -333,6 +377,11 @@ func run() error {
 	}
 	if o.doc != "" && liveMD != "" {
 		if err := replaceSection(o.doc, o.live.docSection, liveMD); err != nil {
+			return err
+		}
+	}
+	if o.doc != "" && followMD != "" {
+		if err := replaceSection(o.doc, o.follow.docSection, followMD); err != nil {
 			return err
 		}
 	}

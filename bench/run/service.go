@@ -109,8 +109,14 @@ const (
 	poolTimeout      = 30 * time.Second  // DATABASE__POOL_TIMEOUT
 )
 
+// timeoutFactor is what the shipped timeouts are multiplied by on this many records: 1 up to
+// 1,000,000, then one more per million.
+func timeoutFactor(records int) time.Duration {
+	return max(1, time.Duration((records+999_999)/1_000_000))
+}
+
 func scaledTimeouts(settings map[string]string, records int) {
-	f := time.Duration((records + 999_999) / 1_000_000)
+	f := timeoutFactor(records)
 	if f <= 1 {
 		return
 	}
