@@ -7,14 +7,22 @@ import (
 
 	"github.com/emsanalytics/emsquery/modules/records"
 	"github.com/emsanalytics/emsquery/platform/database"
+	"github.com/emsanalytics/emsquery/platform/follow"
 )
 
-// Repository runs the reporting client's queries.
+// Repository runs the reporting client's queries, or answers main_report_summary from followed
+// counts (follow.go).
 type Repository struct {
-	db *database.DB
+	db    *database.DB
+	views *follow.Views // nil: nothing followed
+	coll  *records.Collator
 }
 
-func NewRepository(db *database.DB) *Repository { return &Repository{db: db} }
+// NewRepository returns the repository; views (may be nil) keeps the summaries' counts up to
+// date from the changed rows.
+func NewRepository(db *database.DB, views *follow.Views) *Repository {
+	return &Repository{db: db, views: views, coll: records.NewCollator(db, views.Generation)}
+}
 
 // The operations of the reporting client's statements, as db.client.operation.duration names
 // them.
@@ -93,6 +101,14 @@ func (r *Repository) Summary(ctx context.Context, f records.RecordFilter, parts 
 	if err != nil {
 		return nil, err
 	}
+	if parts == (SummaryParts{}) {
+		return &MainReportSummary{ByUrgency: []ValueCount{}, ByStation: []ValueCount{}}, nil
+	}
+	if s, followed, ok := r.followedSummary(ctx, f, parts); ok {
+		r.views.Count(ctx, fieldSummary, followed)
+		return s, nil
+	}
+	r.views.Count(ctx, fieldSummary, false)
 	s := &MainReportSummary{ByUrgency: []ValueCount{}, ByStation: []ValueCount{}}
 	var (
 		b     database.Batch

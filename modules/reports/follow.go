@@ -1,0 +1,277 @@
+package reports
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/big"
+	"strconv"
+	"strings"
+
+	"github.com/emsanalytics/emsquery/modules/records"
+	"github.com/emsanalytics/emsquery/platform/follow"
+	"github.com/emsanalytics/emsquery/platform/replication/delta"
+)
+
+// Followed summaries (contract 6.13): with the replication change source, main_report_summary
+// over filters of fact_record columns is answered from counts that platform/follow keeps up to
+// date from the changed rows: per selected record's resource key, patient key, distance,
+// response time, transported, urgency and station. The figures are made from them as the
+// statements make them: the distinct resources by looking up the resource keys in dim_resource
+// (a dimension read by key; its change ends the answer), the averages by the database's own
+// numeric division of the exact sums (a statement that reads no table), the breakdowns ordered
+// as the database orders the values. A filter the rows alone cannot decide is computed by the
+// statements.
+
+// fieldSummary is the field as the followed and recomputed metrics name it.
+const fieldSummary = "main_report_summary"
+
+// The sets of a followed summary's counts, in order.
+const (
+	setResource = iota
+	setPatient
+	setDistance
+	setResponse
+	setTransported
+	setUrgency
+	setStation
+	summarySets
+)
+
+// keyColumn is a Selector.Key of an integer key column's text (sk_resource, sk_patient), which
+// is canonical for integers.
+func keyColumn(field string) func(delta.Row) (delta.Key, error) {
+	return func(row delta.Row) (delta.Key, error) {
+		col, ok := row.Column(field)
+		if !ok || (col.TypeName != "int8" && col.TypeName != "int4" && col.TypeName != "int2") {
+			return "", fmt.Errorf("%w: %s.%s is not an integer", delta.ErrCannotFollow, records.RecordTable, field)
+		}
+		v, err := row.Get(field)
+		return delta.MakeKey(v), err
+	}
+}
+
+func valueKey(c records.Column) func(delta.Row) (delta.Key, error) {
+	return func(row delta.Row) (delta.Key, error) {
+		v, err := records.ValueText(c, row)
+		return delta.MakeKey(v), err
+	}
+}
+
+// summarySQL reads the counts of a followed summary with their snapshot: one statement, the
+// records grouped by each set's column (GROUPING SETS, one pass).
+func summarySQL(f records.RecordFilter) (string, records.Args, error) {
+	var args records.Args
+	cond, err := f.Compile(&args)
+	if err != nil {
+		return "", nil, err
+	}
+	exprs := []string{records.AliasRecord + ".sk_resource", records.AliasRecord + ".sk_patient", colDistance.Expr(),
+		colResponse.Expr(), colTransport.Expr(), colUrgency.Expr(), colStation.Expr()}
+	var ord, value strings.Builder
+	sets := make([]string, len(exprs))
+	for i, e := range exprs {
+		fmt.Fprintf(&ord, " WHEN GROUPING(%s) = 0 THEN %d", e, i)
+		fmt.Fprintf(&value, " WHEN GROUPING(%s) = 0 THEN %s::text", e, e)
+		sets[i] = "(" + e + ")"
+	}
+	q := `WITH s AS (SELECT ` + delta.SnapshotQuery + ` AS snap) SELECT s.snap, g.ord, g.n, g.value FROM s LEFT JOIN (SELECT CASE` +
+		ord.String() + ` END AS ord, count(*) AS n, CASE` + value.String() + ` END AS value FROM ` + cond.From() +
+		` WHERE ` + cond.SQL + ` GROUP BY GROUPING SETS (` + strings.Join(sets, ", ") + `)) AS g ON true`
+	return q, args, nil
+}
+
+// followedSummary is Summary's answer from followed counts; ok false: compute it by the
+// statements.
+func (r *Repository) followedSummary(ctx context.Context, f records.RecordFilter, parts SummaryParts) (s *MainReportSummary, followed, ok bool) {
+	if !r.views.On() {
+		return nil, false, false
+	}
+	cols := []records.Column{colStation, colUrgency}
+	for _, fl := range f.Filters {
+		c, found := records.LookupColumn(fl.Column)
+		if !found || !c.Followable() {
+			return nil, false, false
+		}
+		cols = append(cols, c)
+	}
+	det := map[string]bool{}
+	for _, c := range cols {
+		if c.Type == records.TypeText {
+			ok, err := r.coll.Deterministic(ctx, c)
+			if err != nil || !ok {
+				return nil, false, false
+			}
+			det[c.Name] = true
+		}
+	}
+	where, ok := f.Selects(func(c records.Column) bool { return det[c.Name] })
+	if !ok {
+		return nil, false, false
+	}
+	sels := make([]delta.Selector, summarySets)
+	for i, k := range []func(delta.Row) (delta.Key, error){keyColumn("sk_resource"), keyColumn("sk_patient"),
+		valueKey(colDistance), valueKey(colResponse), valueKey(colTransport), valueKey(colUrgency), valueKey(colStation)} {
+		sels[i] = delta.Selector{Table: records.RecordTable, Where: where, Key: k}
+	}
+	read := func(ctx context.Context) ([]map[delta.Key]int64, *delta.Snapshot, error) {
+		q, args, err := summarySQL(f)
+		if err != nil {
+			return nil, nil, err
+		}
+		counts := make([]map[delta.Key]int64, summarySets)
+		for i := range counts {
+			counts[i] = map[delta.Key]int64{}
+		}
+		var (
+			snap  string
+			ord   *int32
+			n     *int64
+			value *string
+		)
+		err = r.db.ForEachRow(ctx, opSummary, q, args, []any{&snap, &ord, &n, &value}, func() error {
+			if ord == nil || n == nil {
+				return nil
+			}
+			if *ord < 0 || *ord >= summarySets {
+				return fmt.Errorf("%s: set %d", opSummary, *ord)
+			}
+			counts[*ord][delta.MakeKey(value)] += *n
+			return nil
+		})
+		if err != nil {
+			return nil, nil, err
+		}
+		sn, err := delta.ParseSnapshot(snap)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", opSummary, err)
+		}
+		return counts, sn, nil
+	}
+	key, _ := json.Marshal(f)
+	counts, out, err := r.views.Counts(ctx, fieldSummary+"\x00"+string(key), sels, read)
+	if err != nil || out == follow.Off {
+		return nil, false, false
+	}
+	s = &MainReportSummary{ByUrgency: []ValueCount{}, ByStation: []ValueCount{}}
+	if parts.Figures {
+		if err := r.figures(ctx, counts, s); err != nil {
+			return nil, false, false
+		}
+	}
+	if parts.ByUrgency {
+		if s.ByUrgency, err = r.breakdown(ctx, colUrgency, counts[setUrgency]); err != nil {
+			return nil, false, false
+		}
+	}
+	if parts.ByStation {
+		if s.ByStation, err = r.breakdown(ctx, colStation, counts[setStation]); err != nil {
+			return nil, false, false
+		}
+	}
+	return s, out == follow.Followed, true
+}
+
+// breakdown is a summary's breakdown by c from its counts: value ascending, NULL last.
+func (r *Repository) breakdown(ctx context.Context, c records.Column, counts map[delta.Key]int64) ([]ValueCount, error) {
+	values := make([]*string, 0, len(counts))
+	for k := range counts {
+		values = append(values, k.Values()[0])
+	}
+	if err := r.coll.Sort(ctx, c, values); err != nil {
+		return nil, err
+	}
+	out := make([]ValueCount, len(values))
+	for i, v := range values {
+		out[i] = ValueCount{Value: v, Count: counts[delta.MakeKey(v)]}
+	}
+	return out, nil
+}
+
+// figuresSQL completes the figures from the counts, reading no record: the distinct resource
+// ids of the resource keys ($1, looked up in dim_resource), and the averages as avg computes
+// them, the exact sum divided by the number of values in numeric ($2/$3 distance, $4/$5
+// response time; NULL without values), then cast to float8.
+const figuresSQL = `SELECT (SELECT count(DISTINCT resource_id) FROM dim_resource WHERE sk_resource = ANY($1::text[]::bigint[])),
+  ($2::numeric / $3::numeric)::float8, ($4::numeric / $5::numeric)::float8`
+
+// figures fills the summary's figures from its counts.
+func (r *Repository) figures(ctx context.Context, counts []map[delta.Key]int64, s *MainReportSummary) error {
+	for _, n := range counts[setStation] {
+		s.Records += n
+	}
+	var resources []string
+	for k := range counts[setResource] {
+		if v := k.Values()[0]; v != nil {
+			resources = append(resources, *v)
+		}
+	}
+	for k := range counts[setPatient] {
+		if k.Values()[0] != nil {
+			s.DistinctPatients++
+		}
+	}
+	// sum(distance): exact, written with the largest scale among the values (as numeric's sum
+	// keeps it), which decides the scale numeric's division gives the average.
+	var (
+		sum      big.Rat
+		nd       int64
+		maxScale int
+	)
+	for k, n := range counts[setDistance] {
+		v := k.Values()[0]
+		if v == nil {
+			continue
+		}
+		x, ok := new(big.Rat).SetString(*v)
+		if !ok {
+			return fmt.Errorf("%w: numeric %q", delta.ErrCannotFollow, *v)
+		}
+		sum.Add(&sum, x.Mul(x, new(big.Rat).SetInt64(n)))
+		nd += n
+		if _, frac, ok := strings.Cut(*v, "."); ok {
+			maxScale = max(maxScale, len(frac))
+		}
+	}
+	var sumResp, nr int64
+	for k, n := range counts[setResponse] {
+		v := k.Values()[0]
+		if v == nil {
+			continue
+		}
+		x, err := strconv.ParseInt(*v, 10, 64)
+		if err != nil {
+			return fmt.Errorf("%w: integer %q", delta.ErrCannotFollow, *v)
+		}
+		sumResp += x * n
+		nr += n
+	}
+	args := []any{resources, nil, nil, nil, nil}
+	if nd > 0 {
+		args[1], args[2] = sum.FloatString(maxScale), strconv.FormatInt(nd, 10)
+	}
+	if nr > 0 {
+		args[3], args[4] = strconv.FormatInt(sumResp, 10), strconv.FormatInt(nr, 10)
+	}
+	if resources == nil {
+		args[0] = []string{}
+	}
+	if err := r.db.QueryRow(ctx, opSummary, figuresSQL, args, &s.DistinctResources, &s.AverageDistance, &s.AverageResponseTimeS); err != nil {
+		return err
+	}
+	t, known := counts[setTransported][delta.MakeKey(&textTrue)], int64(0)
+	for k, n := range counts[setTransported] {
+		if k.Values()[0] != nil {
+			known += n
+		}
+	}
+	s.Transported = t
+	if known > 0 {
+		share := float64(t) / float64(known)
+		s.TransportedShare = &share
+	}
+	return nil
+}
+
+// textTrue is a true boolean as the answers write it.
+var textTrue = "true"
