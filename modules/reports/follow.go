@@ -3,6 +3,7 @@ package reports
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/big"
 	"strconv"
@@ -77,7 +78,7 @@ func summarySQL(f records.RecordFilter) (string, records.Args, error) {
 	}
 	q := `WITH s AS (SELECT ` + delta.SnapshotQuery + ` AS snap) SELECT s.snap, g.ord, g.n, g.value FROM s LEFT JOIN (SELECT CASE` +
 		ord.String() + ` END AS ord, count(*) AS n, CASE` + value.String() + ` END AS value FROM ` + cond.From() +
-		` WHERE ` + cond.SQL + ` GROUP BY GROUPING SETS (` + strings.Join(sets, ", ") + `)) AS g ON true`
+		` WHERE ` + cond.SQL + ` GROUP BY GROUPING SETS (` + strings.Join(sets, ", ") + `) LIMIT ` + strconv.Itoa(follow.MaxViewKeys+1) + `) AS g ON true`
 	return q, args, nil
 }
 
@@ -129,9 +130,13 @@ func (r *Repository) followedSummary(ctx context.Context, f records.RecordFilter
 			n     *int64
 			value *string
 		)
+		rows := 0
 		err = r.db.ForEachRow(ctx, opSummary, q, args, []any{&snap, &ord, &n, &value}, func() error {
 			if ord == nil || n == nil {
 				return nil
+			}
+			if rows++; rows > follow.MaxViewKeys {
+				return follow.ErrTooLarge
 			}
 			if *ord < 0 || *ord >= summarySets {
 				return fmt.Errorf("%s: set %d", opSummary, *ord)
@@ -140,6 +145,9 @@ func (r *Repository) followedSummary(ctx context.Context, f records.RecordFilter
 			return nil
 		})
 		if err != nil {
+			if errors.Is(err, follow.ErrTooLarge) {
+				return nil, nil, follow.ErrTooLarge
+			}
 			return nil, nil, err
 		}
 		sn, err := delta.ParseSnapshot(snap)

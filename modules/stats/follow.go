@@ -3,7 +3,9 @@ package stats
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strconv"
 	"slices"
 	"time"
 
@@ -31,6 +33,10 @@ const (
 
 // snapshotCTE gives the counting statements their snapshot, one row even when they have none.
 const snapshotCTE = `WITH s AS (SELECT ` + delta.SnapshotQuery + ` AS snap) `
+
+// limitPast ends a counting statement one row past what a followed question may count: the
+// database stops there, and readCounts says the question is too large to follow.
+var limitPast = " LIMIT " + strconv.Itoa(follow.MaxViewKeys+1)
 
 // questionKey names a followed question: its kind and its arguments, whole.
 func questionKey(kind string, parts ...any) string {
@@ -91,8 +97,9 @@ func valueKey(c records.Column) func(delta.Row) (delta.Key, error) {
 	}
 }
 
-// readCounts reads counts per key from a statement whose rows are (snap, ord, key values..., n):
-// ord the selector's position (NULL: the row of an empty result), key the values.
+// readCounts reads counts per key from a statement whose rows are (snap, ord, n, key values...):
+// ord the selector's position (NULL: the row of an empty result), key the values. More than
+// follow.MaxViewKeys rows is follow.ErrTooLarge (the statement has a LIMIT past it: limitPast).
 func readCounts(ctx context.Context, db *database.DB, op, q string, args []any, sets int, keyOf func(vals []any) (delta.Key, error), dest ...any) ([]map[delta.Key]int64, *delta.Snapshot, error) {
 	counts := make([]map[delta.Key]int64, sets)
 	for i := range counts {
@@ -104,9 +111,13 @@ func readCounts(ctx context.Context, db *database.DB, op, q string, args []any, 
 		n    *int64
 	)
 	all := append([]any{&snap, &ord, &n}, dest...)
+	rows := 0
 	err := db.ForEachRow(ctx, op, q, args, all, func() error {
 		if n == nil || ord == nil {
 			return nil
+		}
+		if rows++; rows > follow.MaxViewKeys {
+			return follow.ErrTooLarge
 		}
 		if int(*ord) < 0 || int(*ord) >= sets {
 			return fmt.Errorf("%s: set %d of %d", op, *ord, sets)
@@ -119,6 +130,9 @@ func readCounts(ctx context.Context, db *database.DB, op, q string, args []any, 
 		return nil
 	})
 	if err != nil {
+		if errors.Is(err, follow.ErrTooLarge) {
+			return nil, nil, follow.ErrTooLarge
+		}
 		return nil, nil, err
 	}
 	s, err := delta.ParseSnapshot(snap)
@@ -183,7 +197,7 @@ func (r *Repository) followedColumns(ctx context.Context, distinct []records.Col
 		if err != nil {
 			return nil, nil, err
 		}
-		q = snapshotCTE + `SELECT s.snap, g.ord, g.n, g.value FROM s LEFT JOIN (` + q + `) AS g ON true`
+		q = snapshotCTE + `SELECT s.snap, g.ord, g.n, g.value FROM s LEFT JOIN (` + q + limitPast + `) AS g ON true`
 		var value *string
 		return readCounts(ctx, r.db, opDistinctValues, q, args, len(distinct), func([]any) (delta.Key, error) {
 			return delta.MakeKey(value), nil
@@ -313,7 +327,7 @@ func (r *Repository) followedSeries(ctx context.Context, req SeriesRequest, lim 
 			v, from = st.group.Expr()+"::text", cond.From(*st.group)
 		}
 		q := snapshotCTE + `SELECT s.snap, 0::integer, g.n, g.b, g.v FROM s LEFT JOIN (SELECT ` + st.bucket.expr() + ` AS b, ` + v +
-			` AS v, count(*) AS n FROM ` + from + ` WHERE ` + cond.SQL + ` GROUP BY 1, 2) AS g ON true`
+			` AS v, count(*) AS n FROM ` + from + ` WHERE ` + cond.SQL + ` GROUP BY 1, 2` + limitPast + `) AS g ON true`
 		var (
 			b     any
 			value *string

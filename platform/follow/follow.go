@@ -32,14 +32,25 @@ import (
 const (
 	// MaxViews is how many questions are followed at once; the least recently asked goes.
 	MaxViews = 1000
-	// MaxKeys bounds the counted keys (values, buckets) of all views together; a question
-	// whose counts alone exceed MaxViewKeys is answered from them once but not followed.
-	MaxKeys     = 2_000_000
-	MaxViewKeys = 200_000
+	// MaxKeys bounds the counted keys (values, buckets) of all views together. MaxViewKeys
+	// bounds one view's: a read that returns more (ErrTooLarge) leaves its question computed by
+	// the database, and a view that grows past it is dropped.
+	MaxKeys     = 1_000_000
+	MaxViewKeys = 100_000
 	// maxPendingRows bounds the rows kept for a view being read (the transactions that commit
 	// while its statement runs); past it the view is not kept.
 	maxPendingRows = 1_000_000
+	// maxApplyWork bounds the rows times views one transaction is applied to: past it every
+	// view is dropped (their questions are read again), so that no load holds the stream for
+	// long, however many questions are followed.
+	maxApplyWork = 20_000_000
+	// maxRefused bounds the questions remembered as too large to follow.
+	maxRefused = 10_000
 )
+
+// ErrTooLarge is what a Read returns when the counts exceed MaxViewKeys (it stops reading
+// there): the question is then computed by the database, now and later.
+var ErrTooLarge = errors.New("too many counts to follow")
 
 // Outcome says where Counts' answer came from.
 type Outcome int
@@ -69,6 +80,8 @@ type Views struct {
 	keys  int
 	// pending are the views being read: each collects the transactions that commit meanwhile.
 	pending map[*pending]struct{}
+	// refused are the questions whose counts were too large to follow (ErrTooLarge).
+	refused map[string]bool
 
 	followed, computed metric.Int64Counter
 	fields             sync.Map // field -> []metric.AddOption
@@ -94,7 +107,7 @@ const meterName = "github.com/emsanalytics/emsquery/platform/follow"
 // New returns empty views, off until the change source says the stream runs (Following).
 func New(mp metric.MeterProvider) (*Views, error) {
 	meter := mp.Meter(meterName)
-	v := &Views{views: map[string]*view{}, pending: map[*pending]struct{}{}}
+	v := &Views{views: map[string]*view{}, pending: map[*pending]struct{}{}, refused: map[string]bool{}}
 	var err1, err2 error
 	v.followed, err1 = meter.Int64Counter("emsquery.cache.followed",
 		metric.WithDescription("Counting answers computed from counts followed from the changed rows, without a statement on fact_record, by field (graphql.field.name)."),
@@ -126,6 +139,7 @@ func (v *Views) Following(on bool) {
 		p.failed = true
 	}
 	clear(v.pending)
+	clear(v.refused)
 }
 
 // Generation moves whenever what is kept is dropped (Following): a caller keeping something
@@ -149,6 +163,11 @@ func (v *Views) Commit(tx *replication.Transaction) {
 	defer v.mu.Unlock()
 	if !v.on {
 		return
+	}
+	if len(tx.Rows)*len(v.views) > maxApplyWork {
+		clear(v.views)
+		v.lru.Init()
+		v.keys = 0
 	}
 	for k, w := range v.views {
 		for _, c := range w.ctrs {
@@ -207,7 +226,7 @@ func (v *Views) Counts(ctx context.Context, key string, sels []delta.Selector, r
 		return nil, Off, nil
 	}
 	v.mu.Lock()
-	if !v.on {
+	if !v.on || v.refused[key] {
 		v.mu.Unlock()
 		return nil, Off, nil
 	}
@@ -229,6 +248,13 @@ func (v *Views) Counts(ctx context.Context, key string, sels []delta.Selector, r
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	delete(v.pending, p)
+	if errors.Is(err, ErrTooLarge) {
+		if len(v.refused) >= maxRefused {
+			clear(v.refused)
+		}
+		v.refused[key] = true
+		return nil, Off, nil
+	}
 	if err != nil {
 		return nil, Fresh, err
 	}
