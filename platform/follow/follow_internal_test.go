@@ -61,7 +61,7 @@ func TestViewsFollowAfterOneRead(t *testing.T) {
 	if err != nil || out != Fresh || reads != 1 || counts[0][delta.MakeKey(ptr("a"))] != 2 {
 		t.Fatalf("first: %v %v %v after %d reads", counts, out, err, reads)
 	}
-	v.Commit(insert(9, "a"))      // seen by the snapshot: not counted again
+	v.Commit(insert(9, "a"))       // seen by the snapshot: not counted again
 	v.Commit(insert(11, "a", "b")) // after it
 	counts, out, _ = v.Counts(ctx, "q", byValue, reader(&reads, 10, nil))
 	if out != Followed || reads != 1 || counts[0][delta.MakeKey(ptr("a"))] != 3 || counts[0][delta.MakeKey(ptr("b"))] != 1 {
