@@ -55,9 +55,15 @@ var followedQuestions = []question{
 	{"/graphql", `{ record_series(` + wide + `, bucket: HOUR_OF_DAY, group_by: "transported", filters: [{column: "distance", operator: LESS_THAN_OR_EQUAL, value: "50"}]) { bucket value count } }`, "record_series"},
 	{"/graphql", `{ record_series(` + march + `, bucket: WEEK, group_by: "degree_of_urgency", filters: [{column: "occurred_at", operator: GREATER_THAN, value: "2024-03-05 12:00"}, {column: "station_id", operator: NOT_IN, values: ["3"]}]) { bucket value count } }`, "record_series"},
 	{"/graphql", `{ record_series(` + wide + `, bucket: DAY_OF_WEEK, group_by: "distance") { bucket value count } }`, "record_series"},
+	{"/graphql", `{ record_series(start_date: "2024-03-09", end_date: "2024-03-11", bucket: HOUR, group_by: "municipality", filters: [{column: "response_time_s", operator: GREATER_THAN_OR_EQUAL, value: "100"}, {column: "response_time_s", operator: LESS_THAN, value: "1000"}]) { bucket value count } }`, "record_series"},
+	{"/graphql", `{ record_series(start_date: "2023-11-15", end_date: "2025-02-01", bucket: QUARTER, group_by: "station_id") { bucket value count } }`, "record_series"},
+	{"/graphql", `{ record_series(` + wide + `, bucket: YEAR, filters: [{column: "transported", operator: EQUALS, value: "false"}]) { bucket count } }`, "record_series"},
+	{"/graphql", `{ record_series(start_date: "2024-02-26", end_date: "2024-04-03", bucket: MONTH_OF_YEAR, group_by: "degree_of_urgency", use_or: true, filters: [{column: "distance", operator: GREATER_THAN, value: "10.5"}, {column: "degree_of_urgency", operator: IS_NULL}]) { bucket value count } }`, "record_series"},
+	{"/graphql", `{ unique_counts(columns: ["occurred_at", "response_time_s"], start_date: "2024-03-10", end_date: "2024-03-20", filters: [{column: "occurred_at", operator: LESS_THAN_OR_EQUAL, value: "2024-03-15 23:59:59.5"}]) { column value count } }`, "unique_counts"},
 	{"/serve/graphql", `{ main_report_summary(` + wide + `) { records distinct_resources distinct_patients average_distance average_response_time_s transported transported_share by_urgency { value count } by_station { value count } } }`, "main_report_summary"},
 	{"/serve/graphql", `{ main_report_summary(` + march + `, filters: [{column: "station", operator: NOT_IN, values: ["Central"]}, {column: "distance", operator: IS_NOT_NULL}]) { records distinct_resources average_distance transported_share by_station { value count } } }`, "main_report_summary"},
 	{"/serve/graphql", `{ main_report_summary(start_date: "2025-01-01", end_date: "2025-01-31") { records average_response_time_s by_urgency { value count } } }`, "main_report_summary"},
+	{"/serve/graphql", `{ main_report_summary(` + wide + `, use_or: true, filters: [{column: "station", operator: IN, values: ["bravo", "Bravo", "Ålesund Sør, \"Kai\" 1's"]}, {column: "transported", operator: EQUALS, value: "true"}]) { records distinct_resources distinct_patients average_distance average_response_time_s transported transported_share by_urgency { value count } by_station { value count } } }`, "main_report_summary"},
 }
 
 // deltaEnv is a followed service and a service without the cache on one database, and a
@@ -374,7 +380,7 @@ func TestFollowedCountsExact(t *testing.T) {
 // exact; an INSERT alone is followed.
 func TestFollowedCountsDefaultIdentity(t *testing.T) {
 	e := newDeltaEnv(t, false)
-	qs := []question{followedQuestions[0], followedQuestions[5], followedQuestions[7], followedQuestions[12]}
+	qs := []question{followedQuestions[0], followedQuestions[5], followedQuestions[7], followedQuestions[17]}
 	e.allSame(t, qs, "before any load")
 	e.resetStatements(t)
 	ctx := context.Background()
@@ -404,7 +410,7 @@ func TestFollowedCountsDefaultIdentity(t *testing.T) {
 // as the fresh answers, without a statement on fact_record.
 func TestFollowedCountsLive(t *testing.T) {
 	e := newDeltaEnv(t, true)
-	qs := []question{followedQuestions[1], followedQuestions[5], followedQuestions[7], followedQuestions[12]}
+	qs := []question{followedQuestions[1], followedQuestions[5], followedQuestions[7], followedQuestions[17]}
 	streams := make([]*sseStream, len(qs))
 	for i, q := range qs {
 		sub := "subscription {" + strings.TrimPrefix(q.query, "{")
