@@ -289,7 +289,7 @@ func (l *loader) batch(t *testing.T, pool *pgxpool.Pool) string {
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck
 	var ins, upd, del int
-	for range l.rnd.IntN(6) {
+	for range 1 + l.rnd.IntN(5) {
 		v := l.values()
 		if _, err := tx.Exec(ctx, `INSERT INTO fact_record (record_id, `+recordColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8::numeric, $9, $10, $11)`,
 			append([]any{l.next}, v...)...); err != nil {

@@ -3,13 +3,15 @@ package reports
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math/big"
 	"strconv"
 	"strings"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/emsanalytics/emsquery/modules/records"
+	"github.com/emsanalytics/emsquery/platform/database"
 	"github.com/emsanalytics/emsquery/platform/follow"
 	"github.com/emsanalytics/emsquery/platform/replication/delta"
 )
@@ -23,6 +25,12 @@ import (
 // numeric division of the exact sums (a statement that reads no table), the breakdowns ordered
 // as the database orders the values. A filter the rows alone cannot decide is computed by the
 // statements.
+
+// valueCount is one row of summaryCounts' statements: a value's text and its records.
+type valueCount struct {
+	Value *string
+	Count int64
+}
 
 // fieldSummary is the field as the followed and recomputed metrics name it.
 const fieldSummary = "main_report_summary"
@@ -59,28 +67,28 @@ func valueKey(c records.Column) func(delta.Row) (delta.Key, error) {
 	}
 }
 
-// summarySQL reads the counts of a followed summary with their snapshot: one statement, the
-// records grouped by each set's column (GROUPING SETS, one pass).
-func summarySQL(f records.RecordFilter) (string, records.Args, error) {
+// summaryCounts are the statements that read a followed summary's counts: per set, the
+// selected records grouped by the set's column, its value as text; all with args. Run as one
+// batch (database.RunBatch: one snapshot, which snapshotSQL, queued first, returns), each is a
+// plain GROUP BY with its own plan, parallel where it can be, as the summary's own statements
+// are. Each stops one row past what a followed question may count.
+func summaryCounts(f records.RecordFilter) ([]string, records.Args, error) {
 	var args records.Args
 	cond, err := f.Compile(&args)
 	if err != nil {
-		return "", nil, err
+		return nil, nil, err
 	}
 	exprs := []string{records.AliasRecord + ".sk_resource", records.AliasRecord + ".sk_patient", colDistance.Expr(),
 		colResponse.Expr(), colTransport.Expr(), colUrgency.Expr(), colStation.Expr()}
-	var ord, value strings.Builder
-	sets := make([]string, len(exprs))
+	qs := make([]string, len(exprs))
 	for i, e := range exprs {
-		fmt.Fprintf(&ord, " WHEN GROUPING(%s) = 0 THEN %d", e, i)
-		fmt.Fprintf(&value, " WHEN GROUPING(%s) = 0 THEN %s::text", e, e)
-		sets[i] = "(" + e + ")"
+		qs[i] = `SELECT ` + e + `::text, count(*) FROM ` + cond.From() + ` WHERE ` + cond.SQL + ` GROUP BY 1 LIMIT ` + strconv.Itoa(follow.MaxViewKeys+1)
 	}
-	q := `WITH s AS (SELECT ` + delta.SnapshotQuery + ` AS snap) SELECT s.snap, g.ord, g.n, g.value FROM s LEFT JOIN (SELECT CASE` +
-		ord.String() + ` END AS ord, count(*) AS n, CASE` + value.String() + ` END AS value FROM ` + cond.From() +
-		` WHERE ` + cond.SQL + ` GROUP BY GROUPING SETS (` + strings.Join(sets, ", ") + `) LIMIT ` + strconv.Itoa(follow.MaxViewKeys+1) + `) AS g ON true`
-	return q, args, nil
+	return qs, args, nil
 }
+
+// snapshotSQL reads the snapshot of the batch's transaction.
+const snapshotSQL = `SELECT ` + delta.SnapshotQuery
 
 // followedSummary is Summary's answer from followed counts; ok false: compute it by the
 // statements.
@@ -116,39 +124,31 @@ func (r *Repository) followedSummary(ctx context.Context, f records.RecordFilter
 		sels[i] = delta.Selector{Table: records.RecordTable, Where: where, Key: k}
 	}
 	read := func(ctx context.Context) ([]map[delta.Key]int64, *delta.Snapshot, error) {
-		q, args, err := summarySQL(f)
+		qs, args, err := summaryCounts(f)
 		if err != nil {
 			return nil, nil, err
-		}
-		counts := make([]map[delta.Key]int64, summarySets)
-		for i := range counts {
-			counts[i] = map[delta.Key]int64{}
 		}
 		var (
-			snap  string
-			ord   *int32
-			n     *int64
-			value *string
+			b    database.Batch
+			snap string
+			rows = make([][]valueCount, len(qs))
 		)
-		rows := 0
-		err = r.db.ForEachRow(ctx, opSummary, q, args, []any{&snap, &ord, &n, &value}, func() error {
-			if ord == nil || n == nil {
-				return nil
-			}
-			if rows++; rows > follow.MaxViewKeys {
-				return follow.ErrTooLarge
-			}
-			if *ord < 0 || *ord >= summarySets {
-				return fmt.Errorf("%s: set %d", opSummary, *ord)
-			}
-			counts[*ord][delta.MakeKey(value)] += *n
-			return nil
-		})
-		if err != nil {
-			if errors.Is(err, follow.ErrTooLarge) {
+		b.QueueRow(snapshotSQL, nil, &snap)
+		for i, q := range qs {
+			database.QueueCollect(&b, q, args, pgx.RowToStructByPos[valueCount], &rows[i])
+		}
+		if err := r.db.RunBatch(ctx, opSummary, &b); err != nil {
+			return nil, nil, err
+		}
+		counts := make([]map[delta.Key]int64, len(qs))
+		for i, set := range rows {
+			if len(set) > follow.MaxViewKeys {
 				return nil, nil, follow.ErrTooLarge
 			}
-			return nil, nil, err
+			counts[i] = make(map[delta.Key]int64, len(set))
+			for _, vc := range set {
+				counts[i][delta.MakeKey(vc.Value)] = vc.Count
+			}
 		}
 		sn, err := delta.ParseSnapshot(snap)
 		if err != nil {
