@@ -396,12 +396,21 @@ func TestFollowedCountsDefaultIdentity(t *testing.T) {
 		`DELETE FROM fact_record WHERE record_id = 810001`,
 	} {
 		e.resetStatements(t)
+		recomputed := map[string]float64{}
+		for _, q := range qs {
+			recomputed[q.field] = e.counter(t, "emsquery_cache_recomputed_total", q.field)
+		}
 		if _, err := e.writer.Exec(ctx, change); err != nil {
 			t.Fatal(err)
 		}
 		e.allSame(t, qs, change)
 		if st := e.recordStatements(t); len(st) == 0 {
 			t.Errorf("%s without REPLICA IDENTITY FULL: no statement on fact_record, want the answers computed again", change)
+		}
+		for _, q := range qs {
+			if n := e.counter(t, "emsquery_cache_recomputed_total", q.field); n <= recomputed[q.field] {
+				t.Errorf("%s: emsquery_cache_recomputed_total{graphql_field_name=%q} stayed at %.0f", change, q.field, n)
+			}
 		}
 	}
 }

@@ -67,18 +67,23 @@ func TestViewsFollowAfterOneRead(t *testing.T) {
 	if out != Followed || reads != 1 || counts[0][delta.MakeKey(ptr("a"))] != 3 || counts[0][delta.MakeKey(ptr("b"))] != 1 {
 		t.Fatalf("followed: %v %v after %d reads, want a:3 b:1 without a read", counts, out, reads)
 	}
-	// A change that cannot be followed (no old row) drops the view: read again.
-	v.Commit(&replication.Transaction{Xid: 12, Tables: []string{"t"}, Rows: []replication.Row{{Op: replication.Delete, Relation: rel}}})
+	// A transaction larger than the stream keeps (its rows dropped) drops the view: read again.
+	v.Commit(&replication.Transaction{Xid: 12, Tables: []string{"t"}, Overflow: true})
 	if _, out, _ = v.Counts(ctx, "q", byValue, reader(&reads, 13, nil)); out != Fresh || reads != 2 {
+		t.Fatalf("after an overflowing transaction: %v after %d reads, want Fresh", out, reads)
+	}
+	// A change that cannot be followed (no old row) drops the view: read again.
+	v.Commit(&replication.Transaction{Xid: 13, Tables: []string{"t"}, Rows: []replication.Row{{Op: replication.Delete, Relation: rel}}})
+	if _, out, _ = v.Counts(ctx, "q", byValue, reader(&reads, 14, nil)); out != Fresh || reads != 3 {
 		t.Fatalf("after a delete without the old row: %v after %d reads, want Fresh", out, reads)
 	}
 	// Lost: nothing is followed; back: read again.
 	v.Following(false)
-	if _, out, _ = v.Counts(ctx, "q", byValue, reader(&reads, 13, nil)); out != Off {
+	if _, out, _ = v.Counts(ctx, "q", byValue, reader(&reads, 14, nil)); out != Off {
 		t.Fatalf("lost: %v, want Off", out)
 	}
 	v.Following(true)
-	if _, out, _ = v.Counts(ctx, "q", byValue, reader(&reads, 14, nil)); out != Fresh || reads != 3 {
+	if _, out, _ = v.Counts(ctx, "q", byValue, reader(&reads, 15, nil)); out != Fresh || reads != 4 {
 		t.Fatalf("resumed: %v after %d reads, want Fresh", out, reads)
 	}
 }
