@@ -79,7 +79,12 @@ type deltaEnv struct {
 func newDeltaEnv(t *testing.T, identityFull bool) *deltaEnv {
 	t.Helper()
 	c := pgtest.SharedWith(t, deltaCluster)
-	db := followedDB(t, c)
+	return newDeltaEnvOn(t, c, followedDB(t, c), identityFull)
+}
+
+// newDeltaEnvOn is newDeltaEnv on database db of cluster c, which has the publication.
+func newDeltaEnvOn(t *testing.T, c *pgtest.Cluster, db servicetest.DB, identityFull bool) *deltaEnv {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	role := "fresh_" + strings.ToLower(strconv.FormatUint(rand.Uint64(), 36))

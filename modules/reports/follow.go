@@ -72,19 +72,36 @@ func valueKey(c records.Column) func(delta.Row) (delta.Key, error) {
 // batch (database.RunBatch: one snapshot, which snapshotSQL, queued first, returns), each is a
 // plain GROUP BY with its own plan, parallel where it can be, as the summary's own statements
 // are. Each stops one row past what a followed question may count.
-func summaryCounts(f records.RecordFilter) ([]string, records.Args, error) {
+func summaryCounts(f records.RecordFilter, sets []int) ([]string, records.Args, error) {
 	var args records.Args
 	cond, err := f.Compile(&args)
 	if err != nil {
 		return nil, nil, err
 	}
-	exprs := []string{records.AliasRecord + ".sk_resource", records.AliasRecord + ".sk_patient", colDistance.Expr(),
+	exprs := [summarySets]string{records.AliasRecord + ".sk_resource", records.AliasRecord + ".sk_patient", colDistance.Expr(),
 		colResponse.Expr(), colTransport.Expr(), colUrgency.Expr(), colStation.Expr()}
-	qs := make([]string, len(exprs))
-	for i, e := range exprs {
-		qs[i] = `SELECT ` + e + `::text, count(*) FROM ` + cond.From() + ` WHERE ` + cond.SQL + ` GROUP BY 1 LIMIT ` + strconv.Itoa(follow.MaxViewKeys+1)
+	qs := make([]string, len(sets))
+	for i, set := range sets {
+		qs[i] = `SELECT ` + exprs[set] + `::text, count(*) FROM ` + cond.From() + ` WHERE ` + cond.SQL + ` GROUP BY 1 LIMIT ` + strconv.Itoa(follow.MaxViewKeys+1)
 	}
 	return qs, args, nil
+}
+
+// summarySetsOf are the sets of counts the parts need: the transported values always (at most
+// three keys, whose counts add up to the records), the others only when asked for, as a
+// summary's patients, say, are about as many as its records.
+func summarySetsOf(parts SummaryParts) []int {
+	sets := []int{setTransported}
+	for _, s := range []struct {
+		want bool
+		set  int
+	}{{parts.Resources, setResource}, {parts.Patients, setPatient}, {parts.Distance, setDistance},
+		{parts.Response, setResponse}, {parts.ByUrgency, setUrgency}, {parts.ByStation, setStation}} {
+		if s.want {
+			sets = append(sets, s.set)
+		}
+	}
+	return sets
 }
 
 // snapshotSQL reads the snapshot of the batch's transaction.
@@ -118,13 +135,15 @@ func (r *Repository) followedSummary(ctx context.Context, f records.RecordFilter
 	if !ok {
 		return nil, false, false
 	}
-	sels := make([]delta.Selector, summarySets)
-	for i, k := range []func(delta.Row) (delta.Key, error){keyColumn("sk_resource"), keyColumn("sk_patient"),
-		valueKey(colDistance), valueKey(colResponse), valueKey(colTransport), valueKey(colUrgency), valueKey(colStation)} {
-		sels[i] = delta.Selector{Table: records.RecordTable, Where: where, Key: k}
+	keys := [summarySets]func(delta.Row) (delta.Key, error){keyColumn("sk_resource"), keyColumn("sk_patient"),
+		valueKey(colDistance), valueKey(colResponse), valueKey(colTransport), valueKey(colUrgency), valueKey(colStation)}
+	sets := summarySetsOf(parts)
+	sels := make([]delta.Selector, len(sets))
+	for i, set := range sets {
+		sels[i] = delta.Selector{Table: records.RecordTable, Where: where, Key: keys[set]}
 	}
 	read := func(ctx context.Context) ([]map[delta.Key]int64, *delta.Snapshot, error) {
-		qs, args, err := summaryCounts(f)
+		qs, args, err := summaryCounts(f, sets)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -156,10 +175,15 @@ func (r *Repository) followedSummary(ctx context.Context, f records.RecordFilter
 		}
 		return counts, sn, nil
 	}
-	key, _ := json.Marshal(f)
-	counts, out, err := r.views.Counts(ctx, fieldSummary+"\x00"+string(key), sels, read)
+	key, _ := json.Marshal([]any{sets, f})
+	got, out, err := r.views.Counts(ctx, fieldSummary+"\x00"+string(key), sels, read)
 	if err != nil || out == follow.Off {
 		return nil, false, false
+	}
+	// By set; a set not read is empty (its figures are not asked for).
+	counts := make([]map[delta.Key]int64, summarySets)
+	for i, set := range sets {
+		counts[set] = got[i]
 	}
 	s = &MainReportSummary{ByUrgency: []ValueCount{}, ByStation: []ValueCount{}}
 	if parts.Figures {
@@ -205,7 +229,7 @@ const figuresSQL = `SELECT (SELECT count(DISTINCT resource_id) FROM dim_resource
 
 // figures fills the summary's figures from its counts.
 func (r *Repository) figures(ctx context.Context, counts []map[delta.Key]int64, s *MainReportSummary) error {
-	for _, n := range counts[setStation] {
+	for _, n := range counts[setTransported] {
 		s.Records += n
 	}
 	var resources []string

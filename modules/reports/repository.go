@@ -91,6 +91,9 @@ func (r *Repository) MainReport(ctx context.Context, a Args, wantRows, wantTotal
 // its own, and a part nobody reads is not computed.
 type SummaryParts struct {
 	Figures, ByUrgency, ByStation bool
+	// The figures that need counts of their own when the summary is followed (follow.go):
+	// distinct_resources, distinct_patients, average_distance, average_response_time_s.
+	Resources, Patients, Distance, Response bool
 }
 
 // Summary computes main_report_summary over the records f selects: the parts asks for, in one
@@ -101,7 +104,7 @@ func (r *Repository) Summary(ctx context.Context, f records.RecordFilter, parts 
 	if err != nil {
 		return nil, err
 	}
-	if parts == (SummaryParts{}) {
+	if !parts.Figures && !parts.ByUrgency && !parts.ByStation {
 		return &MainReportSummary{ByUrgency: []ValueCount{}, ByStation: []ValueCount{}}, nil
 	}
 	if s, followed, ok := r.followedSummary(ctx, f, parts); ok {
@@ -124,7 +127,7 @@ func (r *Repository) Summary(ctx context.Context, f records.RecordFilter, parts 
 	if parts.ByStation {
 		database.QueueCollect(&b, byStation, args, pgx.RowToStructByPos[ValueCount], &s.ByStation)
 	}
-	if parts == (SummaryParts{}) {
+	if !parts.Figures && !parts.ByUrgency && !parts.ByStation {
 		return s, nil
 	}
 	if err := r.db.RunBatch(ctx, opSummary, &b); err != nil {
