@@ -13,6 +13,7 @@ import (
 	"github.com/emsanalytics/emsquery/platform/changes"
 	"github.com/emsanalytics/emsquery/platform/config"
 	"github.com/emsanalytics/emsquery/platform/database"
+	"github.com/emsanalytics/emsquery/platform/follow"
 	"github.com/emsanalytics/emsquery/platform/gqllive"
 	"github.com/emsanalytics/emsquery/platform/keyset"
 	"github.com/emsanalytics/emsquery/platform/logging"
@@ -77,9 +78,11 @@ func otelOptions(o config.OTel, app config.App) otel.Options {
 	}
 }
 
-func cacheOptions(c config.Cache) answercache.Options {
+// cacheOptions are the cache's settings; the replication change source hands its committed
+// transactions to views, which keep the counting answers' counts up to date (contract 6.13).
+func cacheOptions(c config.Cache, views *follow.Views) answercache.Options {
 	return answercache.Options{Enabled: bool(c.Enabled), MaxStaleness: c.MaxStaleness.Duration(), MaxBytes: int64(c.MaxBytes), NotifyChannel: string(c.NotifyChannel),
-		Changes: changes.Mode(c.Changes), Publication: string(c.Publication)}
+		Changes: changes.Mode(c.Changes), Publication: string(c.Publication), Follower: views}
 }
 
 func logOptions(l config.Log) logging.Options {

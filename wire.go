@@ -15,6 +15,7 @@ import (
 	"github.com/emsanalytics/emsquery/platform/auth"
 	"github.com/emsanalytics/emsquery/platform/config"
 	"github.com/emsanalytics/emsquery/platform/database"
+	"github.com/emsanalytics/emsquery/platform/follow"
 	"github.com/emsanalytics/emsquery/platform/logging"
 	"github.com/emsanalytics/emsquery/platform/otel"
 )
@@ -31,6 +32,7 @@ func initService(cfg *config.Config, svc otel.Service) (*app.Server, func(), err
 		otel.NewMeterProvider,
 		otel.NewTracerProvider,
 		databaseOptions, databaseTimeouts, database.Open,
+		follow.New,
 		cacheOptions, answercache.New,
 		authOptions, auth.NewChecker,
 		maxPage,

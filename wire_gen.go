@@ -20,6 +20,7 @@ import (
 	"github.com/emsanalytics/emsquery/platform/auth"
 	"github.com/emsanalytics/emsquery/platform/config"
 	"github.com/emsanalytics/emsquery/platform/database"
+	"github.com/emsanalytics/emsquery/platform/follow"
 	"github.com/emsanalytics/emsquery/platform/logging"
 	"github.com/emsanalytics/emsquery/platform/otel"
 )
@@ -74,7 +75,16 @@ func initService(cfg *config.Config, svc otel.Service) (*app.Server, func(), err
 		cleanup()
 		return nil, nil, err
 	}
-	repository := stats.NewRepository(db)
+	views, err := follow.New(meterProvider)
+	if err != nil {
+		cleanup5()
+		cleanup4()
+		cleanup3()
+		cleanup2()
+		cleanup()
+		return nil, nil, err
+	}
+	repository := stats.NewRepository(db, views)
 	recordsLimits := recordLimits(limits)
 	limits2 := statsLimits(recordsLimits, limits)
 	resolver := stats.NewResolver(repository, limits2)
@@ -102,7 +112,7 @@ func initService(cfg *config.Config, svc otel.Service) (*app.Server, func(), err
 		MeasuresLive:  measuresSubscriptions,
 	}
 	schema := gqlpublic.NewSchema(gqlpublicResolver)
-	reportsRepository := reports.NewRepository(db)
+	reportsRepository := reports.NewRepository(db, views)
 	reportsLimits := reportLimits(recordsLimits, keysetMaxPage)
 	serveResolver := reports.NewServeResolver(reportsRepository, reportsLimits)
 	serveSubscriptions := reports.NewServeSubscriptions(serveResolver)
@@ -124,7 +134,7 @@ func initService(cfg *config.Config, svc otel.Service) (*app.Server, func(), err
 		Lookups: gqllookupsSchema,
 	}
 	cache := cfg.Cache
-	answercacheOptions := cacheOptions(cache)
+	answercacheOptions := cacheOptions(cache, views)
 	answercacheCache, cleanup6, err := answercache.New(answercacheOptions, db, logger, meterProvider)
 	if err != nil {
 		cleanup5()

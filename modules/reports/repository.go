@@ -7,14 +7,22 @@ import (
 
 	"github.com/emsanalytics/emsquery/modules/records"
 	"github.com/emsanalytics/emsquery/platform/database"
+	"github.com/emsanalytics/emsquery/platform/follow"
 )
 
-// Repository runs the reporting client's queries.
+// Repository runs the reporting client's queries, or answers main_report_summary from followed
+// counts (follow.go).
 type Repository struct {
-	db *database.DB
+	db    *database.DB
+	views *follow.Views // nil: nothing followed
+	coll  *records.Collator
 }
 
-func NewRepository(db *database.DB) *Repository { return &Repository{db: db} }
+// NewRepository returns the repository; views (may be nil) keeps the summaries' counts up to
+// date from the changed rows.
+func NewRepository(db *database.DB, views *follow.Views) *Repository {
+	return &Repository{db: db, views: views, coll: records.NewCollator(db, views.Generation)}
+}
 
 // The operations of the reporting client's statements, as db.client.operation.duration names
 // them.
@@ -83,6 +91,9 @@ func (r *Repository) MainReport(ctx context.Context, a Args, wantRows, wantTotal
 // its own, and a part nobody reads is not computed.
 type SummaryParts struct {
 	Figures, ByUrgency, ByStation bool
+	// The figures that need counts of their own when the summary is followed (follow.go):
+	// distinct_resources, distinct_patients, average_distance, average_response_time_s.
+	Resources, Patients, Distance, Response bool
 }
 
 // Summary computes main_report_summary over the records f selects: the parts asks for, in one
@@ -93,6 +104,14 @@ func (r *Repository) Summary(ctx context.Context, f records.RecordFilter, parts 
 	if err != nil {
 		return nil, err
 	}
+	if !parts.Figures && !parts.ByUrgency && !parts.ByStation {
+		return &MainReportSummary{ByUrgency: []ValueCount{}, ByStation: []ValueCount{}}, nil
+	}
+	if s, followed, ok := r.followedSummary(ctx, f, parts); ok {
+		r.views.Count(ctx, fieldSummary, followed)
+		return s, nil
+	}
+	r.views.Count(ctx, fieldSummary, false)
 	s := &MainReportSummary{ByUrgency: []ValueCount{}, ByStation: []ValueCount{}}
 	var (
 		b     database.Batch
@@ -108,7 +127,7 @@ func (r *Repository) Summary(ctx context.Context, f records.RecordFilter, parts 
 	if parts.ByStation {
 		database.QueueCollect(&b, byStation, args, pgx.RowToStructByPos[ValueCount], &s.ByStation)
 	}
-	if parts == (SummaryParts{}) {
+	if !parts.Figures && !parts.ByUrgency && !parts.ByStation {
 		return s, nil
 	}
 	if err := r.db.RunBatch(ctx, opSummary, &b); err != nil {

@@ -38,7 +38,7 @@ func (r *ServeResolver) MainReportSummary(ctx context.Context, startDate string,
 // summaryParts says which parts of MainReportSummary the query asks for.
 func summaryParts(ctx context.Context) SummaryParts {
 	if graphql.GetFieldContext(ctx) == nil {
-		return SummaryParts{Figures: true, ByUrgency: true, ByStation: true}
+		return SummaryParts{Figures: true, ByUrgency: true, ByStation: true, Resources: true, Patients: true, Distance: true, Response: true}
 	}
 	var p SummaryParts
 	for _, f := range graphql.CollectFieldsCtx(ctx, nil) {
@@ -50,6 +50,16 @@ func summaryParts(ctx context.Context) SummaryParts {
 		case "__typename":
 		default:
 			p.Figures = true
+			switch f.Name {
+			case "distinct_resources":
+				p.Resources = true
+			case "distinct_patients":
+				p.Patients = true
+			case "average_distance":
+				p.Distance = true
+			case "average_response_time_s":
+				p.Response = true
+			}
 		}
 	}
 	return p

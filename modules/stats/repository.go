@@ -11,14 +11,22 @@ import (
 	"github.com/emsanalytics/emsquery/modules/records"
 	"github.com/emsanalytics/emsquery/platform/apierr"
 	"github.com/emsanalytics/emsquery/platform/database"
+	"github.com/emsanalytics/emsquery/platform/follow"
 )
 
-// Repository runs the statistics queries over fact_record.
+// Repository runs the statistics queries over fact_record, or answers the counting ones from
+// followed counts (follow.go).
 type Repository struct {
-	db *database.DB
+	db    *database.DB
+	views *follow.Views // nil: nothing followed
+	coll  *records.Collator
 }
 
-func NewRepository(db *database.DB) *Repository { return &Repository{db: db} }
+// NewRepository returns the repository; views (may be nil) keeps the counting answers' counts
+// up to date from the changed rows.
+func NewRepository(db *database.DB, views *follow.Views) *Repository {
+	return &Repository{db: db, views: views, coll: records.NewCollator(db, views.Generation)}
+}
 
 // The operations of the statistics statements, as db.client.operation.duration names them.
 const (
@@ -31,13 +39,18 @@ const (
 
 // RecordsCount counts the records of one station, or of all when station is nil.
 func (r *Repository) RecordsCount(ctx context.Context, station *string) (int64, error) {
+	if station != nil && strings.IndexByte(*station, 0) >= 0 {
+		// text cannot hold NUL, so no station has this name; PostgreSQL would refuse the value.
+		return 0, nil
+	}
+	n, followed, ok := r.followedCount(ctx, station)
+	r.views.Count(ctx, fieldRecordsCount, followed)
+	if ok {
+		return n, nil
+	}
 	if station == nil {
 		const q = `SELECT count(*) FROM fact_record`
 		return r.count(ctx, q)
-	}
-	if strings.IndexByte(*station, 0) >= 0 {
-		// text cannot hold NUL, so no station has this name; PostgreSQL would refuse the value.
-		return 0, nil
 	}
 	// A statement of its own rather than "$1 IS NULL OR station = $1": pgx prepares statements,
 	// and the generic plan PostgreSQL settles on after a few runs could not use the index.
@@ -65,7 +78,7 @@ type valueRow struct {
 // DistinctValues returns, for each of cols in order, its distinct values among the records that
 // f selects, NULL included, ascending by the column's own type with NULL last.
 func (r *Repository) DistinctValues(ctx context.Context, cols []records.Column, f records.RecordFilter, lim Limits) ([]*DistinctValue, error) {
-	perCol, err := r.perColumn(ctx, opDistinctValues, cols, f, false, lim)
+	perCol, err := r.perColumn(ctx, opDistinctValues, fieldDistinctValues, cols, f, false, lim)
 	if err != nil {
 		return nil, err
 	}
@@ -82,7 +95,7 @@ func (r *Repository) DistinctValues(ctx context.Context, cols []records.Column, 
 // records that f selects (NULL included), the number of those records with that value; by
 // count descending, then value ascending by type with NULL last.
 func (r *Repository) UniqueCounts(ctx context.Context, cols []records.Column, f records.RecordFilter, lim Limits) ([]*UniqueCount, error) {
-	perCol, err := r.perColumn(ctx, opUniqueCounts, cols, f, true, lim)
+	perCol, err := r.perColumn(ctx, opUniqueCounts, fieldUniqueCounts, cols, f, true, lim)
 	if err != nil {
 		return nil, err
 	}
@@ -108,7 +121,7 @@ func rowCount(perCol [][]valueRow) int {
 // the rows of each of cols, in order: a column asked for twice gets its rows twice, from one
 // grouping set. An answer of more than lim.Rows rows, counted as answered (a column asked for
 // twice counts twice), is RESULT_TOO_LARGE.
-func (r *Repository) perColumn(ctx context.Context, op string, cols []records.Column, f records.RecordFilter, counted bool, lim Limits) ([][]valueRow, error) {
+func (r *Repository) perColumn(ctx context.Context, op, field string, cols []records.Column, f records.RecordFilter, counted bool, lim Limits) ([][]valueRow, error) {
 	var distinct []records.Column
 	set := make([]int, len(cols))
 	for i, c := range cols {
@@ -122,6 +135,18 @@ func (r *Repository) perColumn(ctx context.Context, op string, cols []records.Co
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
+	if perSet, followed, ok := r.followedColumns(ctx, distinct, f, counted); ok {
+		out := make([][]valueRow, len(cols))
+		for i := range cols {
+			out[i] = perSet[set[i]]
+		}
+		// A refusal is the statement's own (below).
+		if lim.Rows <= 0 || rowCount(out) <= lim.Rows {
+			r.views.Count(ctx, field, followed)
+			return out, nil
+		}
+	}
+	r.views.Count(ctx, field, false)
 	rows, err := collect(ctx, r.db, op, q, args, lim, pgx.RowToStructByPos[valueRow])
 	if err != nil {
 		return nil, err

@@ -135,6 +135,11 @@ func (r *Repository) RecordSeries(ctx context.Context, req SeriesRequest, lim Li
 	if err != nil {
 		return nil, err
 	}
+	if points, followed, ok := r.followedSeries(ctx, req, lim, st); ok {
+		r.views.Count(ctx, fieldRecordSeries, followed)
+		return points, nil
+	}
+	r.views.Count(ctx, fieldRecordSeries, false)
 	if st.group == nil {
 		return database.Collect(ctx, r.db, opRecordSeries, st.sql, st.args, func(row pgx.CollectableRow) (*SeriesPoint, error) {
 			var (
@@ -202,6 +207,11 @@ func (r *Repository) EachSeriesRow(ctx context.Context, req SeriesRequest, lim L
 	if err != nil {
 		return false, err
 	}
+	if points, followed, ok := r.followedSeries(ctx, req, lim, st); ok {
+		r.views.Count(ctx, fieldRecordSeries, followed)
+		return seriesRows(points, fn), nil
+	}
+	r.views.Count(ctx, fieldRecordSeries, false)
 	bucketFormat := int16(pgx.BinaryFormatCode) // a timestamp
 	if st.bucket.cyclic() {
 		bucketFormat = pgx.TextFormatCode // an integer

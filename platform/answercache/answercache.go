@@ -70,6 +70,9 @@ type Options struct {
 	NotifyChannel string        // CACHE__NOTIFY_CHANNEL; empty: no LISTEN
 	Changes       changes.Mode  // CACHE__CHANGES
 	Publication   string        // CACHE__PUBLICATION
+	// Follower (may be nil) is handed the replication source's committed transactions
+	// (platform/follow).
+	Follower changes.Follower
 }
 
 // startTimeout bounds setting up the change source: creating a replication slot waits for the
@@ -88,6 +91,7 @@ func New(o Options, db *database.DB, log *slog.Logger, mp metric.MeterProvider) 
 	source, err := changes.Open(sctx, db, changes.Options{
 		Mode: o.Changes, Publication: o.Publication, NotifyChannel: o.NotifyChannel,
 		MaxStaleness: staleness, PollInterval: max(staleness/2, minPollInterval), Logger: log,
+		Follower: o.Follower,
 	})
 	scancel()
 	if err != nil {

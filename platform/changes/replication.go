@@ -37,6 +37,20 @@ type Options struct {
 	MaxStaleness  time.Duration // CACHE__MAX_STALENESS: how often the catalog is compared
 	PollInterval  time.Duration // how often each host is read (CACHE__MAX_STALENESS/2)
 	Logger        *slog.Logger
+	// Follower, when not nil, is handed every committed transaction of the replication source
+	// (platform/follow keeps counting answers up to date with them).
+	Follower Follower
+}
+
+// Follower keeps something up to date from the committed rows themselves. Its methods are
+// called one at a time, in commit order.
+type Follower interface {
+	// Following: from now on every committed transaction is handed to Commit (true), or no
+	// longer (false). Either way whatever was derived from the rows is dropped: a change may
+	// have been missed (the stream lost or started again, a table's definition changed).
+	Following(on bool)
+	// Commit: a committed transaction, before the versions of the tables it changed move.
+	Commit(tx *replication.Transaction)
 }
 
 // Source is a change source: Snapshot or Replication.
@@ -116,7 +130,7 @@ func openReplication(ctx context.Context, db *database.DB, o Options, log *slog.
 	r := &Replication{
 		ropts: ropts, staleness: o.MaxStaleness, streaming: true, resumed: make(chan struct{}),
 		tables: map[string]uint64{}, since: time.Now(), hosts: make([]hostView, len(ccs)),
-		base: map[string]uint64{}, combined: map[string]uint64{},
+		base: map[string]uint64{}, combined: map[string]uint64{}, follower: o.Follower,
 	}
 	r.snapshot = NewSnapshot(db, o.NotifyChannel, o.PollInterval)
 	r.snapshot.version = r.version
@@ -124,6 +138,8 @@ func openReplication(ctx context.Context, db *database.DB, o Options, log *slog.
 	if err != nil {
 		return nil, err
 	}
+	// Every commit after Start returned is delivered.
+	r.follow(true)
 	return r, nil
 }
 
@@ -188,6 +204,10 @@ type Replication struct {
 	// combined are the tables' versions the cache sees: a table's moves each time a host's view
 	// of it moves.
 	combined map[string]uint64
+
+	// follower (may be nil) is handed the committed transactions; followMu orders its calls.
+	follower Follower
+	followMu sync.Mutex
 }
 
 // hostView is what one host showed at its latest poll.
@@ -197,6 +217,16 @@ type hostView struct {
 	replayed    replication.LSN // a standby's replay position
 	fingerprint string
 	fpRead      time.Time
+}
+
+// follow tells the follower whether it is handed every commit from now on.
+func (r *Replication) follow(on bool) {
+	if r.follower == nil {
+		return
+	}
+	r.followMu.Lock()
+	defer r.followMu.Unlock()
+	r.follower.Following(on)
 }
 
 // pendingCommit is a commit some standby may not show yet: where it ended, and the tables it
@@ -223,10 +253,19 @@ func (r *Replication) Watch(ctx context.Context, w Watcher) {
 }
 
 // Close ends the stream, which drops the slot.
-func (r *Replication) Close() { r.src.Close() }
+func (r *Replication) Close() {
+	r.src.Close()
+	r.follow(false)
+}
 
-// Commit advances the versions of the tables tx changed.
+// Commit hands tx to the follower, then advances the versions of the tables tx changed: an
+// answer computed after its version moved finds the change followed.
 func (r *Replication) Commit(tx *replication.Transaction) {
+	if r.follower != nil {
+		r.followMu.Lock()
+		r.follower.Commit(tx)
+		r.followMu.Unlock()
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, t := range tx.Tables {
@@ -308,6 +347,7 @@ func (r *Replication) show(host int, tables map[string]uint64) {
 
 // Lost: until Resumed no version is reported; the watcher is told at once.
 func (r *Replication) Lost(err error) {
+	r.follow(false)
 	r.mu.Lock()
 	r.streaming, r.since = false, time.Now()
 	if r.resumed == nil {
@@ -322,6 +362,7 @@ func (r *Replication) Lost(err error) {
 
 // Resumed: changes between the loss and at were not seen, so every version moves.
 func (r *Replication) Resumed(at replication.LSN) {
+	r.follow(true)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.streaming, r.since = true, time.Now()
@@ -415,10 +456,15 @@ func (r *Replication) version(ctx context.Context, host int, conn *pgx.Conn, tim
 	fp, fpRead := r.hosts[host].fingerprint, r.hosts[host].fpRead
 	r.mu.Unlock()
 	if time.Since(fpRead) >= r.staleness {
+		old := fp
 		if fp, err = replication.Fingerprint(qctx, conn, r.ropts); err != nil {
 			return "", fmt.Errorf("%s: %w", opDataVersion, database.ClassifyContext(qctx, err))
 		}
 		fpRead = start
+		if old != "" && fp != old {
+			// A definition changed: what was followed under the old one is dropped.
+			r.follow(true)
+		}
 	}
 	// The stream reports its position at each status interval; a commit before target is
 	// handed to Commit before the position passes it (a standby's replay position is never

@@ -269,3 +269,13 @@ func (c *Counter) add(row Row, n int64) (bool, error) {
 	c.total += n
 	return true, nil
 }
+
+// Column is the description of the named column of the changed row's table, false when the
+// table has no such column: a follower checks the type before it reads a value's text.
+func (r Row) Column(name string) (replication.Column, bool) {
+	i := r.rel.Index(name)
+	if i < 0 {
+		return replication.Column{}, false
+	}
+	return r.rel.Columns[i], true
+}
