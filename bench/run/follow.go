@@ -314,7 +314,10 @@ func measureFollow(ctx context.Context, c *pgtest.Cluster, bin, tmp string, s *d
 		return res, err
 	}
 	run.live, err = startServiceWith(ctx, bin, tmp, db, s.Records, true, false, map[string]string{
-		"CACHE__CHANGES":                  "replication",
+		"CACHE__CHANGES": "replication",
+		// The target is every stream's new answer within 1 s of the commit: the freshness
+		// bound that promises it (the default, 2 s, polls every second).
+		"CACHE__MAX_STALENESS":            "1",
 		"LIMITS__MAX_STREAMS":             strconv.Itoa(o.follow.streams),
 		"LIMITS__MAX_STREAMS_PER_KEY":     strconv.Itoa(o.follow.streams), // the bench's one key holds them all
 		"APP__MAX_CONNECTIONS_PER_CLIENT": "0",
