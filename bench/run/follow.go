@@ -262,20 +262,11 @@ func measureFollow(ctx context.Context, c *pgtest.Cluster, bin, tmp string, s *d
 	if err := prepareFollow(ctx, c, s.DB.Name); err != nil {
 		return res, err
 	}
-	cfg, err := c.ConnConfig(s.DB.Name)
+	conn, done, err := loadConn(ctx, c, s.DB.Name)
 	if err != nil {
 		return res, err
 	}
-	conn, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		return res, err
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	var firstID int64
-	if err := conn.QueryRow(ctx, `SELECT coalesce(max(record_id), 0) FROM fact_record`).Scan(&firstID); err != nil {
-		return res, err
-	}
-	defer conn.Exec(context.WithoutCancel(ctx), `DELETE FROM fact_record WHERE record_id > $1`, firstID) //nolint:errcheck
+	defer done()
 
 	run := &followRun{conn: conn, arrived: make(chan struct{}, 1),
 		client: &http.Client{Transport: &http.Transport{DisableKeepAlives: true, DisableCompression: true}}}

@@ -180,22 +180,34 @@ func (q liveQuestion) sqlCount(ctx context.Context, conn *pgx.Conn) (int64, erro
 	return n, err
 }
 
-// measureLive runs both scenarios on the data set s.
-func measureLive(ctx context.Context, c *pgtest.Cluster, bin, tmp string, s *dataSet, o options) ([]liveResult, error) {
-	cfg, err := c.ConnConfig(s.DB.Name)
+// loadConn is a connection to data set db for a measure that loads records of its own: done
+// deletes the records above the highest record_id found now, and closes it.
+func loadConn(ctx context.Context, c *pgtest.Cluster, db string) (conn *pgx.Conn, done func(), err error) {
+	cfg, err := c.ConnConfig(db)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	conn, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		return nil, err
+	if conn, err = pgx.ConnectConfig(ctx, cfg); err != nil {
+		return nil, nil, err
 	}
-	defer conn.Close(context.WithoutCancel(ctx))
 	var firstID int64
 	if err := conn.QueryRow(ctx, `SELECT coalesce(max(record_id), 0) FROM fact_record`).Scan(&firstID); err != nil {
+		conn.Close(context.WithoutCancel(ctx))
+		return nil, nil, err
+	}
+	return conn, func() {
+		_, _ = conn.Exec(context.WithoutCancel(ctx), `DELETE FROM fact_record WHERE record_id > $1`, firstID)
+		conn.Close(context.WithoutCancel(ctx))
+	}, nil
+}
+
+// measureLive runs both scenarios on the data set s.
+func measureLive(ctx context.Context, c *pgtest.Cluster, bin, tmp string, s *dataSet, o options) ([]liveResult, error) {
+	conn, done, err := loadConn(ctx, c, s.DB.Name)
+	if err != nil {
 		return nil, err
 	}
-	defer conn.Exec(context.WithoutCancel(ctx), `DELETE FROM fact_record WHERE record_id > $1`, firstID) //nolint:errcheck
+	defer done()
 
 	var out []liveResult
 	for _, sc := range []liveScenario{{Questions: 1, Streams: o.live.streams}, {Questions: o.live.questions, Streams: o.live.streams}} {
