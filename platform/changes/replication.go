@@ -272,6 +272,24 @@ func (r *Replication) Commit(tx *replication.Transaction) {
 		r.tables[t]++
 	}
 	r.addPending(tx.End, tx.Tables)
+	r.showOnPrimary(tx.Tables)
+}
+
+// showOnPrimary moves the versions of tables at once when the only host is the primary, the
+// server the stream comes from: a commit the stream delivered is in its flushed WAL, as a poll
+// would find it, so waiting for the next poll (up to half of CACHE__MAX_STALENESS) would only
+// delay live answers. A standby shows a commit once it replayed it, which only its poll can
+// tell. r.mu is held.
+func (r *Replication) showOnPrimary(tables []string) {
+	if len(tables) == 0 || len(r.hosts) != 1 || r.hosts[0].tables == nil || r.hosts[0].standby {
+		return
+	}
+	tw, ok := r.w.(TableWatcher)
+	if !ok {
+		return
+	}
+	r.show(0, maps.Clone(r.tables))
+	tw.Tables(maps.Clone(r.combined))
 }
 
 // addPending notes a commit that ended at end and changed tables, for the standbys' views;

@@ -3,6 +3,7 @@ package changes
 import (
 	"maps"
 	"testing"
+	"time"
 
 	"github.com/emsanalytics/emsquery/platform/replication"
 )
@@ -82,5 +83,44 @@ func TestResumedPendsForStandbys(t *testing.T) {
 	}
 	if got := r.visibleAt(500); got["fact_record"] != 2 {
 		t.Errorf("at the new stream's start a standby shows %v, want fact_record 2", got)
+	}
+}
+
+// tablesSeen is a TableWatcher that keeps what it was told.
+type tablesSeen struct{ told []map[string]uint64 }
+
+func (w *tablesSeen) Version(int, string, time.Time) {}
+func (w *tablesSeen) Notified()                      {}
+func (w *tablesSeen) Lost(int, error)                {}
+func (w *tablesSeen) Unlistened(error)               {}
+func (w *tablesSeen) Tables(v map[string]uint64)     { w.told = append(w.told, v) }
+
+// With the primary as the only host, a commit the stream delivered moves its tables' versions
+// at once; before the first poll, or when the host is a standby, only a poll does.
+func TestCommitShowsOnThePrimaryAtOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		polled  bool
+		standby bool
+		want    bool
+	}{
+		{"primary", true, false, true},
+		{"before the first poll", false, false, false},
+		{"standby", true, true, false},
+	} {
+		w := &tablesSeen{}
+		r := &Replication{tables: map[string]uint64{}, hosts: make([]hostView, 1), base: map[string]uint64{}, combined: map[string]uint64{}, w: w}
+		if tc.polled {
+			r.hosts[0].standby = tc.standby
+			r.show(0, maps.Clone(r.tables))
+		}
+		commit(r, 100, "fact_record")
+		commit(r, 200) // a transaction that changed no followed table
+		switch {
+		case !tc.want && len(w.told) != 0:
+			t.Errorf("%s: the commit was shown before a poll: %v", tc.name, w.told)
+		case tc.want && (len(w.told) != 1 || w.told[0]["fact_record"] != 1 || w.told[0]["dim_station"] != 0):
+			t.Errorf("%s: told %v, want fact_record moved once, nothing else", tc.name, w.told)
+		}
 	}
 }
