@@ -243,3 +243,67 @@ func TestFollowLive(t *testing.T) {
 		t.Fatalf("answer after the INSERT %q (ok %v), want count %d", ev.data, ok, after)
 	}
 }
+
+// syncRepCluster holds every commit of a session with synchronous_commit = on until a standby
+// named nobody confirms it, which none does: the commit is in the flushed WAL, so the
+// replication stream delivers it, but no snapshot sees it until the wait is cancelled.
+var syncRepCluster = pgtest.Options{Conf: logicalCluster.Conf +
+	"\nsynchronous_standby_names = 'nobody'\nsynchronous_commit = local"}
+
+// A commit delivered before it is visible on the primary: the answers computed meanwhile are
+// kept under the versions before it, and once it is visible it is in every answer within the
+// bound (an answer computed without it and kept as if it had it would stay until the next load).
+func TestFollowCommitNotYetVisible(t *testing.T) {
+	c := pgtest.SharedWith(t, syncRepCluster)
+	db := followedDB(t, c)
+	svc := startFollowing(t, db, "replication")
+	pool := db.Pool(t)
+	ctx := context.Background()
+	const added = `"resource_id":990001`
+	if r := gql(t, svc, "/graphql", stationResources, nil); r.status != http.StatusOK || strings.Contains(string(r.body), added) {
+		t.Fatalf("before the load: HTTP %d %.300s", r.status, r.body)
+	}
+
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	var writer int
+	if err := conn.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&writer); err != nil {
+		t.Fatal(err)
+	}
+	committed := make(chan error, 1)
+	go func() {
+		_, err := conn.Exec(ctx, `SET synchronous_commit = on;
+			INSERT INTO dim_resource (sk_resource, resource_id, callsign, station_id, station, valid_from)
+			SELECT 990001, 990001, 'Held 1', station_id, station_name, date '2024-01-01' FROM dim_station ORDER BY station_id LIMIT 1`)
+		committed <- err
+	}()
+	servicetest.WaitFor(t, 10*time.Second, "the writer waiting for its standby", func() bool {
+		var n int
+		_ = pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE pid = $1 AND wait_event = 'SyncRep'`, writer).Scan(&n)
+		return n == 1
+	})
+	// The stream delivers the commit at once; polls run meanwhile. Every answer now is
+	// computed without the row, as the database still shows it.
+	for end := time.Now().Add(3 * staleness); time.Now().Before(end); {
+		if r := gql(t, svc, "/graphql", stationResources, nil); r.status != http.StatusOK || strings.Contains(string(r.body), added) {
+			t.Fatalf("while the commit is not visible: HTTP %d, Cache-Status %s, %.300s", r.status, r.cacheStatus(), r.body)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if _, err := pool.Exec(ctx, `SELECT pg_cancel_backend($1)`, writer); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-committed; err != nil {
+		t.Fatalf("the writer: %v", err)
+	}
+	visible := time.Now()
+	servicetest.WaitFor(t, 3*staleness, "station_resources with the resource now visible", func() bool {
+		return strings.Contains(string(gql(t, svc, "/graphql", stationResources, nil).body), added)
+	})
+	if d := time.Since(visible); d > staleness+500*time.Millisecond {
+		t.Errorf("the resource was in station_resources %s after it became visible; bound %s", d, staleness)
+	}
+}

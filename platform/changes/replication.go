@@ -17,6 +17,7 @@ import (
 
 	"github.com/emsanalytics/emsquery/platform/database"
 	"github.com/emsanalytics/emsquery/platform/replication"
+	"github.com/emsanalytics/emsquery/platform/replication/delta"
 )
 
 // Mode is where the service learns that data changed (CACHE__CHANGES).
@@ -131,6 +132,7 @@ func openReplication(ctx context.Context, db *database.DB, o Options, log *slog.
 		ropts: ropts, staleness: o.MaxStaleness, streaming: true, resumed: make(chan struct{}),
 		tables: map[string]uint64{}, since: time.Now(), hosts: make([]hostView, len(ccs)),
 		base: map[string]uint64{}, combined: map[string]uint64{}, follower: o.Follower,
+		primary: map[string]uint64{}, confirm: make(chan struct{}, 1), db: db,
 	}
 	r.snapshot = NewSnapshot(db, o.NotifyChannel, o.PollInterval)
 	r.snapshot.version = r.version
@@ -166,8 +168,9 @@ func primaryConnConfig(ccs []*pgx.ConnConfig) *pgx.ConnConfig {
 // each poll reads the host's position at the time the poll is sent and reports only once the
 // stream has processed past it, so every commit made before the poll was handed to Commit before
 // the poll's version is reported: Version(sent) keeps 6.5's meaning. On the primary that
-// position is its flushed WAL, and every commit the stream delivered is visible there. On a hot
-// standby it is the replay position (pg_last_wal_replay_lsn): a commit is visible there once
+// position is its flushed WAL, and the poll's statement also reads the primary's snapshot: a
+// delivered commit shows there once a snapshot sees it (unconfirmed), and with the primary as
+// the only host as soon as one does (confirmAtOnce). On a hot standby it is the replay position (pg_last_wal_replay_lsn): a commit is visible there once
 // the standby replayed it, that is once its End is at or before that position, so the poll
 // counts only those. What a host shows of each table is its view (hostView); a table's version
 // as the cache sees it moves whenever any host's view of it moves, so an answer a lagging
@@ -205,6 +208,19 @@ type Replication struct {
 	// of it moves.
 	combined map[string]uint64
 
+	// unconfirmed are the commits delivered that no snapshot of the primary was seen to show
+	// yet, in commit order, and primary the tables' versions of those that one did: what the
+	// primary shows. A commit reaches the flushed WAL, and so the stream, before it is visible
+	// to the primary's statements, the more so while synchronous replication holds it (the
+	// committing session waits for its standbys before the transaction becomes visible): an
+	// answer computed then would miss it, and be kept under versions that already count it.
+	unconfirmed []pendingCommit
+	primary     map[string]uint64
+	// confirm wakes confirmAtOnce (a commit was delivered), db is where it reads the
+	// primary's snapshot.
+	confirm chan struct{}
+	db      *database.DB
+
 	// follower (may be nil) is handed the committed transactions; followMu orders its calls.
 	follower Follower
 	followMu sync.Mutex
@@ -229,11 +245,12 @@ func (r *Replication) follow(on bool) {
 	r.follower.Following(on)
 }
 
-// pendingCommit is a commit some standby may not show yet: where it ended, and the tables it
-// changed.
+// pendingCommit is a commit some host may not show yet: where it ended, the tables it changed,
+// and (unconfirmed only) its transaction id, or the ids of the commits merged into it.
 type pendingCommit struct {
 	end    replication.LSN
 	tables []string
+	xids   []uint32
 }
 
 // maxPending bounds the commits kept for standbys that lag (or whose polls fail): past it the
@@ -249,6 +266,9 @@ func (r *Replication) Watch(ctx context.Context, w Watcher) {
 	r.mu.Lock()
 	r.w = w
 	r.mu.Unlock()
+	if len(r.hosts) == 1 {
+		go r.confirmAtOnce(ctx)
+	}
 	r.snapshot.Watch(ctx, w)
 }
 
@@ -268,28 +288,102 @@ func (r *Replication) Commit(tx *replication.Transaction) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if len(tx.Tables) == 0 {
+		return
+	}
 	for _, t := range tx.Tables {
 		r.tables[t]++
 	}
 	r.addPending(tx.End, tx.Tables)
-	r.showOnPrimary(tx.Tables)
+	r.unconfirmed = append(r.unconfirmed, pendingCommit{end: tx.End, tables: slices.Clone(tx.Tables), xids: []uint32{tx.Xid}})
+	if len(r.unconfirmed) > maxPending {
+		// Only while the primary's snapshot cannot be read (its polls fail, and nothing is
+		// served from memory): the oldest is taken as shown.
+		for _, t := range r.unconfirmed[0].tables {
+			r.primary[t]++
+		}
+		r.unconfirmed = r.unconfirmed[1:]
+	}
+	select {
+	case r.confirm <- struct{}{}:
+	default:
+	}
 }
 
-// showOnPrimary moves the versions of tables at once when the only host is the primary, the
-// server the stream comes from: a commit the stream delivered is in its flushed WAL, as a poll
-// would find it, so waiting for the next poll (up to half of CACHE__MAX_STALENESS) would only
-// delay live answers. A standby shows a commit once it replayed it, which only its poll can
-// tell. r.mu is held.
-func (r *Replication) showOnPrimary(tables []string) {
-	if len(tables) == 0 || len(r.hosts) != 1 || r.hosts[0].tables == nil || r.hosts[0].standby {
-		return
+// confirmWith moves into primary the unconfirmed commits that snap sees, and says whether any
+// did; r.mu is held.
+func (r *Replication) confirmWith(snap *delta.Snapshot) bool {
+	n := 0
+	for _, c := range r.unconfirmed {
+		if !slices.ContainsFunc(c.xids, func(x uint32) bool { return !snap.Sees(x) }) {
+			for _, t := range c.tables {
+				r.primary[t]++
+			}
+			continue
+		}
+		r.unconfirmed[n] = c
+		n++
 	}
-	tw, ok := r.w.(TableWatcher)
-	if !ok {
-		return
+	moved := n < len(r.unconfirmed)
+	clear(r.unconfirmed[n:])
+	r.unconfirmed = r.unconfirmed[:n]
+	return moved
+}
+
+// confirmAtOnce, with the primary as the only host, shows each delivered commit as soon as a
+// snapshot of the primary sees it, rather than at the next poll (up to half of
+// CACHE__MAX_STALENESS later): live answers of its tables are computed again right after the
+// commit. A commit not visible yet (synchronous replication holding it) is looked for again,
+// less and less often, until the next poll, which looks too.
+func (r *Replication) confirmAtOnce(ctx context.Context) {
+	const first = 2 * time.Millisecond
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-r.confirm:
+		}
+		for wait := first; ; wait *= 2 {
+			if !r.confirmNow(ctx) || wait > r.snapshot.interval {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-r.confirm:
+				wait = first / 2
+			case <-time.After(wait):
+			}
+		}
 	}
-	r.show(0, maps.Clone(r.tables))
-	tw.Tables(maps.Clone(r.combined))
+}
+
+// opConfirm is confirmAtOnce's statement (db.client.operation.duration).
+const opConfirm = "cache commits visible"
+
+// confirmNow reads the primary's snapshot, shows the commits it sees, and says whether some
+// delivered commit is still not visible.
+func (r *Replication) confirmNow(ctx context.Context) (pending bool) {
+	const q = `SELECT pg_current_snapshot()::text WHERE NOT pg_is_in_recovery()`
+	qctx, cancel := context.WithTimeout(ctx, r.snapshot.interval)
+	defer cancel()
+	var text string
+	if err := r.db.QueryRow(qctx, opConfirm, q, nil, &text); err != nil {
+		return false // the poll shows what this could not
+	}
+	snap, err := delta.ParseSnapshot(text)
+	if err != nil {
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.confirmWith(snap) && r.hosts[0].tables != nil && !r.hosts[0].standby {
+		if tw, ok := r.w.(TableWatcher); ok {
+			r.show(0, maps.Clone(r.primary))
+			tw.Tables(maps.Clone(r.combined))
+		}
+	}
+	return len(r.unconfirmed) > 0
 }
 
 // addPending notes a commit that ended at end and changed tables, for the standbys' views;
@@ -388,6 +482,9 @@ func (r *Replication) Resumed(at replication.LSN) {
 	changed := slices.Sorted(maps.Keys(r.tables))
 	for _, t := range changed {
 		r.tables[t]++
+		// The commits missed were made before the new stream's start, which waits for the
+		// transactions running then: the primary shows them.
+		r.primary[t]++
 	}
 	// The commits missed ended before at: a standby shows them once it replayed that far.
 	r.addPending(at, changed)
@@ -442,7 +539,8 @@ const positionPoll = 5 * time.Millisecond
 // positionQuery reads where a host stands: a standby's replay position, or the primary's
 // flushed WAL.
 const positionQuery = `SELECT pg_is_in_recovery(),
-	(CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_flush_lsn() END)::text`
+	(CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_flush_lsn() END)::text,
+	pg_current_snapshot()::text`
 
 // version is the poll of the replication source on host (see Replication): it reads where the
 // host stands, waits for the stream to pass that position, then names the versions.
@@ -453,11 +551,12 @@ func (r *Replication) version(ctx context.Context, host int, conn *pgx.Conn, tim
 	qctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var (
-		standby bool
-		pos     *string
+		standby  bool
+		pos      *string
+		snapText string
 	)
 	start := time.Now()
-	err := conn.QueryRow(qctx, positionQuery).Scan(&standby, &pos)
+	err := conn.QueryRow(qctx, positionQuery).Scan(&standby, &pos, &snapText)
 	r.snapshot.db.Measure(ctx, opDataVersion, start, err)
 	if err != nil {
 		return "", fmt.Errorf("%s: %w", opDataVersion, database.ClassifyContext(qctx, err))
@@ -467,6 +566,12 @@ func (r *Replication) version(ctx context.Context, host int, conn *pgx.Conn, tim
 		return "", fmt.Errorf("%s: the server has replayed no WAL yet", opDataVersion)
 	}
 	target, err := replication.ParseLSN(*pos)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", opDataVersion, err)
+	}
+	// The statement's snapshot is taken before the flushed position is read: a commit it sees
+	// is at or before target, so delivered once the stream passes target.
+	snap, err := delta.ParseSnapshot(snapText)
 	if err != nil {
 		return "", fmt.Errorf("%s: %w", opDataVersion, err)
 	}
@@ -516,7 +621,8 @@ func (r *Replication) version(ctx context.Context, host int, conn *pgx.Conn, tim
 		shows = r.visibleAt(target)
 	} else {
 		r.lag = lag
-		shows = maps.Clone(r.tables)
+		r.confirmWith(snap)
+		shows = maps.Clone(r.primary)
 	}
 	r.show(host, shows)
 	r.prune()

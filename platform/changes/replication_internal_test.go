@@ -3,13 +3,13 @@ package changes
 import (
 	"maps"
 	"testing"
-	"time"
 
 	"github.com/emsanalytics/emsquery/platform/replication"
+	"github.com/emsanalytics/emsquery/platform/replication/delta"
 )
 
 func newTwoHosts() *Replication {
-	return &Replication{tables: map[string]uint64{}, hosts: make([]hostView, 2), base: map[string]uint64{}, combined: map[string]uint64{}}
+	return &Replication{tables: map[string]uint64{}, hosts: make([]hostView, 2), base: map[string]uint64{}, combined: map[string]uint64{}, primary: map[string]uint64{}}
 }
 
 func commit(r *Replication, end replication.LSN, tables ...string) {
@@ -86,41 +86,34 @@ func TestResumedPendsForStandbys(t *testing.T) {
 	}
 }
 
-// tablesSeen is a TableWatcher that keeps what it was told.
-type tablesSeen struct{ told []map[string]uint64 }
-
-func (w *tablesSeen) Version(int, string, time.Time) {}
-func (w *tablesSeen) Notified()                      {}
-func (w *tablesSeen) Lost(int, error)                {}
-func (w *tablesSeen) Unlistened(error)               {}
-func (w *tablesSeen) Tables(v map[string]uint64)     { w.told = append(w.told, v) }
-
-// With the primary as the only host, a commit the stream delivered moves its tables' versions
-// at once; before the first poll, or when the host is a standby, only a poll does.
-func TestCommitShowsOnThePrimaryAtOnce(t *testing.T) {
-	for _, tc := range []struct {
-		name    string
-		polled  bool
-		standby bool
-		want    bool
-	}{
-		{"primary", true, false, true},
-		{"before the first poll", false, false, false},
-		{"standby", true, true, false},
-	} {
-		w := &tablesSeen{}
-		r := &Replication{tables: map[string]uint64{}, hosts: make([]hostView, 1), base: map[string]uint64{}, combined: map[string]uint64{}, w: w}
-		if tc.polled {
-			r.hosts[0].standby = tc.standby
-			r.show(0, maps.Clone(r.tables))
-		}
-		commit(r, 100, "fact_record")
-		commit(r, 200) // a transaction that changed no followed table
-		switch {
-		case !tc.want && len(w.told) != 0:
-			t.Errorf("%s: the commit was shown before a poll: %v", tc.name, w.told)
-		case tc.want && (len(w.told) != 1 || w.told[0]["fact_record"] != 1 || w.told[0]["dim_station"] != 0):
-			t.Errorf("%s: told %v, want fact_record moved once, nothing else", tc.name, w.told)
-		}
+// A delivered commit shows on the primary once one of its snapshots sees it: while
+// synchronous replication holds the committing session, the commit is delivered but not yet
+// visible there, and an answer computed then must not be kept under versions that count it.
+func TestCommitShowsOnThePrimaryOnceVisible(t *testing.T) {
+	r := &Replication{tables: map[string]uint64{}, hosts: make([]hostView, 1), base: map[string]uint64{},
+		combined: map[string]uint64{}, primary: map[string]uint64{}, confirm: make(chan struct{}, 1)}
+	r.Commit(&replication.Transaction{End: 100, Xid: 0xFFFFFFF0, Tables: []string{"fact_record"}})
+	r.Commit(&replication.Transaction{End: 200, Xid: 0xFFFFFFF1, Tables: []string{"dim_station"}})
+	r.Commit(&replication.Transaction{End: 300, Xid: 0xFFFFFFF2}) // changed no followed table
+	if len(r.confirm) != 1 {
+		t.Errorf("the delivered commits did not wake confirmAtOnce")
+	}
+	// The first still running in the snapshot, the second done.
+	running := &delta.Snapshot{Xmin: 0xFFFFFFF0, Xmax: 0xFFFFFFF2, Xip: []uint64{0xFFFFFFF0}}
+	if !r.confirmWith(running) {
+		t.Errorf("a snapshot that sees the second confirmed nothing")
+	}
+	if r.primary["fact_record"] != 0 || r.primary["dim_station"] != 1 || len(r.unconfirmed) != 1 {
+		t.Errorf("after a snapshot seeing the second only: primary %v, %d unconfirmed; want dim_station 1, one unconfirmed", r.primary, len(r.unconfirmed))
+	}
+	if r.confirmWith(running) {
+		t.Errorf("the same snapshot again confirmed something")
+	}
+	// Past the wrap of 32-bit ids: a snapshot of the next epoch sees the first.
+	if !r.confirmWith(&delta.Snapshot{Xmin: 1<<32 + 5, Xmax: 1<<32 + 5}) || r.primary["fact_record"] != 1 || len(r.unconfirmed) != 0 {
+		t.Errorf("a later snapshot: primary %v, %d unconfirmed; want fact_record 1, none", r.primary, len(r.unconfirmed))
+	}
+	if r.tables["fact_record"] != 1 || r.tables["dim_station"] != 1 {
+		t.Errorf("delivered versions %v", r.tables)
 	}
 }
