@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"fmt"
 	"math/big"
-	"regexp"
 	"strconv"
 	"time"
 
@@ -84,14 +83,44 @@ func ValueText(c Column, r delta.Row) (*string, error) {
 	return v, nil
 }
 
-// timestampRE is a timestamp's text in the ISO DateStyle (the pool's): a four-digit year of
-// the common era, so that the text orders as the time does and parses exactly.
-var timestampTextRE = regexp.MustCompile(`^[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]{1,6})?$`)
+// isTimestampText says whether s is a timestamp's text in the ISO DateStyle (the pool's),
+// YYYY-MM-DD HH:MM:SS with up to six decimals: a four-digit year of the common era, so that the
+// text orders as the time does and parses exactly. Checked by hand rather than by a regular
+// expression: it runs for every changed row of every followed question, where the expression
+// took a third of the time a load's rows took to follow.
+func isTimestampText(s string) bool {
+	const layout = "0000-00-00 00:00:00"
+	if len(s) < len(layout) {
+		return false
+	}
+	for i := range len(layout) {
+		if layout[i] == '0' {
+			if s[i] < '0' || s[i] > '9' {
+				return false
+			}
+		} else if s[i] != layout[i] {
+			return false
+		}
+	}
+	frac := s[len(layout):]
+	if frac == "" {
+		return true
+	}
+	if frac[0] != '.' || len(frac) < 2 || len(frac) > 7 {
+		return false
+	}
+	for i := 1; i < len(frac); i++ {
+		if frac[i] < '0' || frac[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
 
 // ParseTimestamp reads a timestamp's text (ISO DateStyle, a year from 0001 to 9999), as UTC
 // wall-clock time; an error for another form (infinity, BC, another DateStyle).
 func ParseTimestamp(s string) (time.Time, error) {
-	if !timestampTextRE.MatchString(s) {
+	if !isTimestampText(s) {
 		return time.Time{}, fmt.Errorf("%w: timestamp %q", delta.ErrCannotFollow, s)
 	}
 	t, err := time.Parse("2006-01-02 15:04:05.999999", s)
@@ -231,7 +260,7 @@ func (f RecordFilter) Selects(textEqual func(Column) bool) (func(delta.Row) (boo
 		if at == nil || *at == "infinity" || *at == "-infinity" {
 			return false, nil
 		}
-		if !timestampTextRE.MatchString(*at) {
+		if !isTimestampText(*at) {
 			return false, fmt.Errorf("%w: timestamp %q", delta.ErrCannotFollow, *at)
 		}
 		if day := (*at)[:10]; day < from || day > to {

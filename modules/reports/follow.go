@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"math/big"
+	"math/bits"
 	"strconv"
 	"strings"
 
@@ -243,27 +245,9 @@ func (r *Repository) figures(ctx context.Context, counts []map[delta.Key]int64, 
 			s.DistinctPatients++
 		}
 	}
-	// sum(distance): exact, written with the largest scale among the values (as numeric's sum
-	// keeps it), which decides the scale numeric's division gives the average.
-	var (
-		sum      big.Rat
-		nd       int64
-		maxScale int
-	)
-	for k, n := range counts[setDistance] {
-		v := k.Values()[0]
-		if v == nil {
-			continue
-		}
-		x, ok := new(big.Rat).SetString(*v)
-		if !ok {
-			return fmt.Errorf("%w: numeric %q", delta.ErrCannotFollow, *v)
-		}
-		sum.Add(&sum, x.Mul(x, new(big.Rat).SetInt64(n)))
-		nd += n
-		if _, frac, ok := strings.Cut(*v, "."); ok {
-			maxScale = max(maxScale, len(frac))
-		}
+	sum, nd, err := sumNumeric(counts[setDistance])
+	if err != nil {
+		return err
 	}
 	var sumResp, nr int64
 	for k, n := range counts[setResponse] {
@@ -280,7 +264,7 @@ func (r *Repository) figures(ctx context.Context, counts []map[delta.Key]int64, 
 	}
 	args := []any{resources, nil, nil, nil, nil}
 	if nd > 0 {
-		args[1], args[2] = sum.FloatString(maxScale), strconv.FormatInt(nd, 10)
+		args[1], args[2] = sum, strconv.FormatInt(nd, 10)
 	}
 	if nr > 0 {
 		args[3], args[4] = strconv.FormatInt(sumResp, 10), strconv.FormatInt(nr, 10)
@@ -307,3 +291,100 @@ func (r *Repository) figures(ctx context.Context, counts []map[delta.Key]int64, 
 
 // textTrue is a true boolean as the answers write it.
 var textTrue = "true"
+
+// sumNumeric is sum() of a numeric column from its values' counts: exact, written with the
+// largest scale among the values (as numeric's sum keeps it, which decides the scale numeric's
+// division gives the average), and how many values were not NULL. A column of numeric(p,s)
+// writes every value with s decimals: such values are summed as integers of that scale, which
+// takes a hundredth of the time exact fractions take (every followed summary sums every
+// distinct value again after each load); other values, or a sum past int64, as fractions.
+func sumNumeric(counts map[delta.Key]int64) (sum string, n int64, err error) {
+	var (
+		total int64
+		scale = -1
+	)
+	fixed := true
+	for k, c := range counts {
+		v := k.Values()[0]
+		if v == nil {
+			continue
+		}
+		n += c
+		if !fixed {
+			continue
+		}
+		whole, frac, _ := strings.Cut(*v, ".")
+		if scale < 0 {
+			scale = len(frac)
+		}
+		x, perr := strconv.ParseInt(whole+frac, 10, 64)
+		hi, lo := bits.Mul64(uint64(abs(x)), uint64(c))
+		if perr != nil || len(frac) != scale || scale > 18 || c < 0 || hi != 0 || lo > math.MaxInt64 ||
+			!addFits(total, sign(x)*int64(lo)) || whole == "" || whole == "-" {
+			fixed = false
+			continue
+		}
+		total += sign(x) * int64(lo)
+	}
+	if n == 0 {
+		return "", 0, nil
+	}
+	if fixed {
+		return decimalText(total, scale), n, nil
+	}
+	var (
+		r        big.Rat
+		maxScale int
+	)
+	for k, c := range counts {
+		v := k.Values()[0]
+		if v == nil {
+			continue
+		}
+		x, ok := new(big.Rat).SetString(*v)
+		if !ok {
+			return "", 0, fmt.Errorf("%w: numeric %q", delta.ErrCannotFollow, *v)
+		}
+		r.Add(&r, x.Mul(x, new(big.Rat).SetInt64(c)))
+		if _, frac, ok := strings.Cut(*v, "."); ok {
+			maxScale = max(maxScale, len(frac))
+		}
+	}
+	return r.FloatString(maxScale), n, nil
+}
+
+func abs(x int64) int64 {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
+
+func sign(x int64) int64 {
+	if x < 0 {
+		return -1
+	}
+	return 1
+}
+
+// addFits says whether a+b is within int64.
+func addFits(a, b int64) bool {
+	return (b <= 0 || a <= math.MaxInt64-b) && (b >= 0 || a >= math.MinInt64-b)
+}
+
+// decimalText writes v / 10^scale as numeric writes it: scale decimals, a zero before the
+// point, a minus sign when negative.
+func decimalText(v int64, scale int) string {
+	neg := v < 0
+	d := strconv.FormatUint(uint64(abs(v)), 10)
+	if len(d) <= scale {
+		d = strings.Repeat("0", scale-len(d)+1) + d
+	}
+	if scale > 0 {
+		d = d[:len(d)-scale] + "." + d[len(d)-scale:]
+	}
+	if neg {
+		d = "-" + d
+	}
+	return d
+}
