@@ -307,7 +307,7 @@ func measureFollow(ctx context.Context, c *pgtest.Cluster, bin, tmp string, s *d
 	run.live, err = startServiceWith(ctx, bin, tmp, db, s.Records, true, o.profile != "", map[string]string{
 		// The shipped settings otherwise (CACHE__MAX_STALENESS 2 s among them): with the
 		// primary as the only host a commit reaches the live answers without waiting for a poll.
-		"CACHE__CHANGES": "replication",
+		"CACHE__CHANGES":                  "replication",
 		"LIMITS__MAX_STREAMS":             strconv.Itoa(o.follow.streams),
 		"LIMITS__MAX_STREAMS_PER_KEY":     strconv.Itoa(o.follow.streams), // the bench's one key holds them all
 		"APP__MAX_CONNECTIONS_PER_CLIENT": "0",
