@@ -77,7 +77,9 @@ CREATE INDEX IF NOT EXISTS dim_resource_station_id_idx ON dim_resource (station_
 -- create_fact_record_months makes the monthly partitions fact_record_yYYYYmMM for every month
 -- from first_day's to last_day's (both included) that has none yet, in fact_record's schema,
 -- and moves rows of those months out of the default partition into them. It returns how many
--- partitions it made. Run it before loading new months.
+-- partitions it made. Run it before loading new months. A partition does not inherit its
+-- table's REPLICA IDENTITY: when fact_record's is FULL (docs/replication.md: the counting
+-- answers then follow UPDATEs and DELETEs too), each month made gets FULL as well.
 CREATE OR REPLACE FUNCTION create_fact_record_months(first_day date, last_day date) RETURNS integer
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -103,6 +105,9 @@ BEGIN
             END IF;
             EXECUTE format('CREATE TABLE %I.%I PARTITION OF %s FOR VALUES FROM (%L) TO (%L)',
                            ns, name, parent, month, month + interval '1 month');
+            IF (SELECT relreplident FROM pg_class WHERE oid = parent) = 'f' THEN
+                EXECUTE format('ALTER TABLE %I.%I REPLICA IDENTITY FULL', ns, name);
+            END IF;
             IF dflt IS NOT NULL THEN
                 EXECUTE format('INSERT INTO %s SELECT * FROM fact_record_moving', parent);
                 DROP TABLE fact_record_moving;

@@ -111,6 +111,20 @@ func TestCreateFactRecordMonths(t *testing.T) {
 	if len(missing) > 0 {
 		t.Errorf("indexes missing on partitions: %q", missing)
 	}
+	// With fact_record's REPLICA IDENTITY FULL, the months made after it have it too; the ones
+	// made before keep theirs (the DBA sets those once, docs/replication.md).
+	if _, err := conn.Exec(ctx, `ALTER TABLE fact_record REPLICA IDENTITY FULL`); err != nil {
+		t.Fatal(err)
+	}
+	if err := conn.QueryRow(ctx, "SELECT create_fact_record_months('2024-04-01', '2024-04-30')").Scan(&made); err != nil || made != 1 {
+		t.Fatalf("April: made %d partitions (%v), want 1", made, err)
+	}
+	got = strings(t, conn, `SELECT p.relid::regclass::text || ' ' || c.relreplident::text FROM pg_partition_tree('fact_record') p
+		JOIN pg_class c ON c.oid = p.relid WHERE p.isleaf ORDER BY 1`)
+	want = []string{"fact_record_default d", "fact_record_y2024m02 d", "fact_record_y2024m03 d", "fact_record_y2024m04 f"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("replica identities %q, want %q", got, want)
+	}
 }
 
 // The role the service logs in as reads every table, on both layouts, and writes none; its

@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/emsanalytics/emsquery/internal/deploytest"
+	"github.com/emsanalytics/emsquery/internal/pgtest"
 	"github.com/emsanalytics/emsquery/internal/servicetest"
 )
 
@@ -100,6 +101,16 @@ func TestAlertsAndDashboard(t *testing.T) {
 			labels["db_client_connection_timeouts_total"] != nil
 	})
 
+	// The panels of answers that follow their tables: a service with CACHE__CHANGES=replication.
+	for name, ls := range followingMetrics(t) {
+		if labels[name] == nil {
+			labels[name] = map[string]bool{}
+		}
+		for l := range ls {
+			labels[name][l] = true
+		}
+	}
+
 	target := map[string]bool{"instance": true, "job": true}
 	for _, e := range exprs {
 		metrics, selected, grouped := promqlNames(e)
@@ -131,6 +142,43 @@ func TestAlertsAndDashboard(t *testing.T) {
 			}
 		}
 	}
+}
+
+// followingMetrics are the metrics of a service with CACHE__CHANGES=replication on a cluster
+// with wal_level = logical and the publication (docs/replication.md), after a counting answer
+// computed, kept, ended by an INSERT into fact_record, and followed.
+func followingMetrics(t *testing.T) map[string]map[string]bool {
+	t.Helper()
+	c := pgtest.SharedWith(t, pgtest.Options{Conf: "wal_level = logical\nmax_replication_slots = 20\nmax_wal_senders = 20"})
+	db := servicetest.FixtureDBOn(t, c)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := c.Exec(ctx, db.Name, `CREATE PUBLICATION emsquery FOR TABLE dim_station, dim_resource, dim_patient, fact_record, fact_oxygen`); err != nil {
+		t.Fatal(err)
+	}
+	metricsPort := freePort(t)
+	svc := servicetest.Start(t, db, map[string]string{
+		"CACHE__CHANGES":                "replication",
+		"CACHE__MAX_STALENESS":          "1",
+		"OTEL_METRICS_EXPORTER":         "prometheus",
+		"OTEL_EXPORTER_PROMETHEUS_HOST": "127.0.0.1",
+		"OTEL_EXPORTER_PROMETHEUS_PORT": strconv.Itoa(metricsPort),
+	})
+	const q = `{ records_count { count } }`
+	servicetest.WaitFor(t, 15*time.Second, "records_count from memory", func() bool {
+		return strings.Contains(svc.GraphQL(t, "/graphql", q, nil).Header.Get("Cache-Status"), "hit")
+	})
+	if _, err := db.Pool(t).Exec(ctx, `INSERT INTO fact_record (record_id, occurred_at, station_id, station) VALUES (990001, '2024-03-10 12:00', 1, 'Central')`); err != nil {
+		t.Fatal(err)
+	}
+	metricsURL := "http://127.0.0.1:" + strconv.Itoa(metricsPort) + "/metrics"
+	var labels map[string]map[string]bool
+	servicetest.WaitFor(t, 15*time.Second, "an answer ended by the load and one followed", func() bool {
+		svc.GraphQL(t, "/graphql", q, nil)
+		labels = scrape(t, metricsURL)
+		return labels["emsquery_cache_ended_total"] != nil && labels["emsquery_cache_followed_total"] != nil
+	})
+	return labels
 }
 
 func newKey(t *testing.T, name string, args ...string) (key, entry string) {
