@@ -43,10 +43,11 @@ type Options struct {
 // New builds the endpoint of one schema (see Endpoint).
 func New(es graphql.ExecutableSchema, o Options) *Endpoint {
 	exec := gqlexec.New(es, o.Options)
+	tables := newQuestionTables(o.FieldTables)
 	return &Endpoint{
-		tables: o.FieldTables,
+		tables: tables,
 		route:  o.Route, exec: exec, cache: o.Cache, timeout: o.RequestTimeout, timedOut: o.TimedOut,
-		live: gqllive.NewEndpoint(o.Streams, o.Route, exec, o.Cache, o.RequestTimeout, o.TimedOut, o.FieldTables.tablesOf),
+		live: gqllive.NewEndpoint(o.Streams, o.Route, exec, o.Cache, o.RequestTimeout, o.TimedOut, tables.tablesOf),
 	}
 }
 
@@ -77,7 +78,7 @@ func (e *Endpoint) answerAsEvents(c *fiber.Ctx, r *request) {
 //     and validated once, and kept), and writes its response, with the JSON platform/gqljson
 //     wrote in its place: whole-table lists are read from the database as they are sent.
 type Endpoint struct {
-	tables   FieldTables
+	tables   *questionTables
 	route    string
 	exec     *gqlexec.Executor
 	cache    *answercache.Cache

@@ -1,8 +1,10 @@
 package gqlhttp
 
 import (
+	"context"
 	"slices"
 
+	"github.com/99designs/gqlgen/graphql/handler/lru"
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/parser"
 )
@@ -11,6 +13,42 @@ import (
 // so that with the replication change source an answer ends only when one of its tables
 // changes (contract 6.13). A root field not listed may read any table.
 type FieldTables map[string][]string
+
+// questionTables remembers the tables of the questions asked, so that a question asked again
+// (a dashboard's, every few seconds) is not parsed again to find them: with the answer cache on
+// that parse was most of the work of an answer from memory. Bounded as gqlexec's parsed-query
+// cache: at most tablesEntries questions, each of at most maxTablesQuery bytes (a larger one is
+// parsed each time).
+type questionTables struct {
+	ft   FieldTables
+	seen *lru.LRU[[]string]
+}
+
+const (
+	tablesEntries  = 1000
+	maxTablesQuery = 8 << 10
+)
+
+func newQuestionTables(ft FieldTables) *questionTables {
+	return &questionTables{ft: ft, seen: lru.New[[]string](tablesEntries)}
+}
+
+// tablesOf is FieldTables.tablesOf, remembered; the slice is shared, never to be changed.
+func (q *questionTables) tablesOf(query, operation string) []string {
+	if len(q.ft) == 0 {
+		return nil
+	}
+	if len(query) > maxTablesQuery {
+		return q.ft.tablesOf(query, operation)
+	}
+	key := operation + "\x00" + query
+	if t, ok := q.seen.Get(context.Background(), key); ok {
+		return t
+	}
+	t := q.ft.tablesOf(query, operation)
+	q.seen.Add(context.Background(), key, t)
+	return t
+}
 
 // tablesOf is the tables the operation of query reads, nil when it may read any (a field not
 // in ft, a document that does not parse: its answer has errors and is not kept anyway).

@@ -1,8 +1,10 @@
 package gqlhttp
 
 import (
+	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -46,4 +48,50 @@ func TestTablesOfFragmentChain(t *testing.T) {
 	if d := time.Since(start); d > time.Second {
 		t.Errorf("took %s", d)
 	}
+}
+
+// A question asked again is answered from what was remembered, the same as parsing it; a
+// question over the size bound is parsed each time, with the same answer.
+func TestQuestionTablesRemembered(t *testing.T) {
+	ft := FieldTables{"resources": {"dim_resource"}}
+	q := newQuestionTables(ft)
+	small := `{ resources { resource_id } }`
+	large := small + "#" + strings.Repeat(" ", maxTablesQuery)
+	for range 2 {
+		for _, query := range []string{small, large, `{ records_count { count } }`} {
+			if got, want := q.tablesOf(query, ""), ft.tablesOf(query, ""); !slices.Equal(got, want) || (got == nil) != (want == nil) {
+				t.Errorf("%.40s: %q, want %q", query, got, want)
+			}
+		}
+	}
+	if _, ok := q.seen.Get(context.Background(), "\x00"+small); !ok {
+		t.Errorf("the small question was not remembered")
+	}
+	if _, ok := q.seen.Get(context.Background(), "\x00"+large); ok {
+		t.Errorf("a question over %d bytes was remembered", maxTablesQuery)
+	}
+	if q := newQuestionTables(nil); q.tablesOf(small, "") != nil {
+		t.Errorf("no declarations: want nil (any table)")
+	}
+}
+
+// What finding a question's tables costs per request, parsed each time against remembered.
+//
+//	go test ./platform/gqlhttp/ -run '^$' -bench TablesOf -benchmem
+func BenchmarkTablesOf(b *testing.B) {
+	ft := FieldTables{"station_resources": {"dim_station", "dim_resource"}}
+	const query = `query Board { station_resources { station_id station_name resources { resource_id } } }`
+	b.Run("parsed", func(b *testing.B) {
+		b.ReportAllocs()
+		for range b.N {
+			ft.tablesOf(query, "Board")
+		}
+	})
+	b.Run("remembered", func(b *testing.B) {
+		q := newQuestionTables(ft)
+		b.ReportAllocs()
+		for range b.N {
+			q.tablesOf(query, "Board")
+		}
+	})
 }
