@@ -27,7 +27,7 @@ test-deps:
 # with Go 1.27.3 or newer (scripts/fuzz.sh says why).
 FUZZ_TARGETS := modules/records:FuzzConvert modules/records:FuzzCompile modules/stats:FuzzPerColumnSQL \
 	modules/stats:FuzzSeriesSQL modules/stats:FuzzStatsSQL \
-	modules/reports:FuzzExportQuery modules/reports:FuzzArrayLiteral
+	modules/reports:FuzzExportQuery modules/reports:FuzzArrayLiteral modules/records:FuzzIsTimestampText
 FUZZTIME ?= 6s
 
 test: test-deps
