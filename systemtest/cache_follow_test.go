@@ -253,6 +253,8 @@ var syncRepCluster = pgtest.Options{Conf: logicalCluster.Conf +
 // A commit delivered before it is visible on the primary: the answers computed meanwhile are
 // kept under the versions before it, and once it is visible it is in every answer within the
 // bound (an answer computed without it and kept as if it had it would stay until the next load).
+// A counting answer followed from the rows counts it only once the database does: a later load
+// seen first is in records_count within the bound, the held one not yet.
 func TestFollowCommitNotYetVisible(t *testing.T) {
 	c := pgtest.SharedWith(t, syncRepCluster)
 	db := followedDB(t, c)
@@ -262,6 +264,10 @@ func TestFollowCommitNotYetVisible(t *testing.T) {
 	const added = `"resource_id":990001`
 	if r := gql(t, svc, "/graphql", stationResources, nil); r.status != http.StatusOK || strings.Contains(string(r.body), added) {
 		t.Fatalf("before the load: HTTP %d %.300s", r.status, r.body)
+	}
+	// Followed from now on.
+	if got, want := countReply(t, gql(t, svc, "/graphql", stationCount, nil)), countNow(t, pool, ""); got != want {
+		t.Fatalf("records_count %d, want %d", got, want)
 	}
 
 	conn, err := pool.Acquire(ctx)
@@ -277,7 +283,8 @@ func TestFollowCommitNotYetVisible(t *testing.T) {
 	go func() {
 		_, err := conn.Exec(ctx, `SET synchronous_commit = on;
 			INSERT INTO dim_resource (sk_resource, resource_id, callsign, station_id, station, valid_from)
-			SELECT 990001, 990001, 'Held 1', station_id, station_name, date '2024-01-01' FROM dim_station ORDER BY station_id LIMIT 1`)
+			SELECT 990001, 990001, 'Held 1', station_id, station_name, date '2024-01-01' FROM dim_station ORDER BY station_id LIMIT 1;
+			INSERT INTO fact_record (record_id, occurred_at, station_id, station) VALUES (990001, '2024-03-10 12:00', 1, 'Central')`)
 		committed <- err
 	}()
 	servicetest.WaitFor(t, 10*time.Second, "the writer waiting for its standby", func() bool {
@@ -285,11 +292,19 @@ func TestFollowCommitNotYetVisible(t *testing.T) {
 		_ = pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE pid = $1 AND wait_event = 'SyncRep'`, writer).Scan(&n)
 		return n == 1
 	})
-	// The stream delivers the commit at once; polls run meanwhile. Every answer now is
-	// computed without the row, as the database still shows it.
+	// A later load, seen at once.
+	applyChange(t, pool, `INSERT INTO fact_record (record_id, occurred_at, station_id, station) VALUES (990002, '2024-03-10 13:00', 1, 'Central')`)
+	loaded := time.Now()
+	// The stream delivers both commits at once; polls run meanwhile. Every answer now is
+	// computed without the held rows, as the database still shows it, and records_count has
+	// the later load within the bound.
 	for end := time.Now().Add(3 * staleness); time.Now().Before(end); {
 		if r := gql(t, svc, "/graphql", stationResources, nil); r.status != http.StatusOK || strings.Contains(string(r.body), added) {
 			t.Fatalf("while the commit is not visible: HTTP %d, Cache-Status %s, %.300s", r.status, r.cacheStatus(), r.body)
+		}
+		got, want := countReply(t, gql(t, svc, "/graphql", stationCount, nil)), countNow(t, pool, "")
+		if got != want && (got != want-1 || time.Since(loaded) > staleness) {
+			t.Fatalf("records_count %d while the database counts %d (the held load not visible, the later one since %s)", got, want, time.Since(loaded).Round(time.Millisecond))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -306,4 +321,8 @@ func TestFollowCommitNotYetVisible(t *testing.T) {
 	if d := time.Since(visible); d > staleness+500*time.Millisecond {
 		t.Errorf("the resource was in station_resources %s after it became visible; bound %s", d, staleness)
 	}
+	want := countNow(t, pool, "")
+	servicetest.WaitFor(t, 3*staleness, "records_count with the held load", func() bool {
+		return countReply(t, gql(t, svc, "/graphql", stationCount, nil)) == want
+	})
 }

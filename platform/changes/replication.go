@@ -44,13 +44,17 @@ type Options struct {
 }
 
 // Follower keeps something up to date from the committed rows themselves. Its methods are
-// called one at a time, in commit order.
+// called one at a time. A transaction is handed to Commit once the primary's statements see it:
+// in commit order, except that one held hidden (synchronous replication waiting for a standby)
+// comes after later ones already seen, which cannot have changed its rows (it holds their
+// locks until it is seen).
 type Follower interface {
 	// Following: from now on every committed transaction is handed to Commit (true), or no
 	// longer (false). Either way whatever was derived from the rows is dropped: a change may
 	// have been missed (the stream lost or started again, a table's definition changed).
 	Following(on bool)
-	// Commit: a committed transaction, before the versions of the tables it changed move.
+	// Commit: a committed transaction the primary shows, before the versions of the tables it
+	// changed move.
 	Commit(tx *replication.Transaction)
 }
 
@@ -132,7 +136,7 @@ func openReplication(ctx context.Context, db *database.DB, o Options, log *slog.
 		ropts: ropts, staleness: o.MaxStaleness, streaming: true, resumed: make(chan struct{}),
 		tables: map[string]uint64{}, since: time.Now(), hosts: make([]hostView, len(ccs)),
 		base: map[string]uint64{}, combined: map[string]uint64{}, follower: o.Follower,
-		primary: map[string]uint64{}, confirm: make(chan struct{}, 1), db: db,
+		primary: map[string]uint64{}, delivered: make(chan struct{}, 1), db: db,
 	}
 	r.snapshot = NewSnapshot(db, o.NotifyChannel, o.PollInterval)
 	r.snapshot.version = r.version
@@ -209,19 +213,23 @@ type Replication struct {
 	combined map[string]uint64
 
 	// unconfirmed are the commits delivered that no snapshot of the primary was seen to show
-	// yet, in commit order, and primary the tables' versions of those that one did: what the
-	// primary shows. A commit reaches the flushed WAL, and so the stream, before it is visible
-	// to the primary's statements, the more so while synchronous replication holds it (the
-	// committing session waits for its standbys before the transaction becomes visible): an
-	// answer computed then would miss it, and be kept under versions that already count it.
-	unconfirmed []pendingCommit
-	primary     map[string]uint64
-	// confirm wakes confirmAtOnce (a commit was delivered), db is where it reads the
+	// yet, in commit order (unconfirmedRows their rows), and primary the tables' versions of
+	// those that one did: what the primary shows. A commit reaches the flushed WAL, and so the
+	// stream, before it is visible to the primary's statements, the more so while synchronous
+	// replication holds it (the committing session waits for its standbys before the
+	// transaction becomes visible): an answer computed then would miss it, and be kept under
+	// versions that already count it; counts followed from it would show it before the
+	// database does. So it goes to the follower, and moves the versions, once seen there.
+	unconfirmed     []*replication.Transaction
+	unconfirmedRows int
+	primary         map[string]uint64
+	// delivered wakes confirmAtOnce (a commit was delivered), db is where it reads the
 	// primary's snapshot.
-	confirm chan struct{}
-	db      *database.DB
+	delivered chan struct{}
+	db        *database.DB
 
-	// follower (may be nil) is handed the committed transactions; followMu orders its calls.
+	// follower (may be nil) is handed the committed transactions; followMu orders its calls,
+	// and is taken before mu.
 	follower Follower
 	followMu sync.Mutex
 }
@@ -245,18 +253,23 @@ func (r *Replication) follow(on bool) {
 	r.follower.Following(on)
 }
 
-// pendingCommit is a commit some host may not show yet: where it ended, the tables it changed,
-// and (unconfirmed only) its transaction id, or the ids of the commits merged into it.
+// pendingCommit is a commit some standby may not show yet: where it ended, and the tables it
+// changed.
 type pendingCommit struct {
 	end    replication.LSN
 	tables []string
-	xids   []uint32
 }
 
 // maxPending bounds the commits kept for standbys that lag (or whose polls fail): past it the
 // oldest is merged into the next, which makes a standby show both only once it replayed the
-// later one, so its answers end a little later than they could, never too early.
-const maxPending = 100_000
+// later one, so its answers end a little later than they could, never too early. It also bounds
+// the commits waiting to be seen on the primary, and maxUnconfirmedRows their rows: past either
+// the oldest is taken as seen (only while the primary's snapshot cannot be read, when nothing is
+// served from memory anyway).
+const (
+	maxPending         = 100_000
+	maxUnconfirmedRows = 1_000_000
+)
 
 // Hosts is how many database hosts are configured: each is polled, the slot is on the primary.
 func (r *Replication) Hosts() int { return len(r.hosts) }
@@ -278,56 +291,87 @@ func (r *Replication) Close() {
 	r.follow(false)
 }
 
-// Commit hands tx to the follower, then advances the versions of the tables tx changed: an
-// answer computed after its version moved finds the change followed.
+// Commit advances the versions the stream delivered of the tables tx changed, and keeps tx
+// until a snapshot of the primary sees it (confirm): then it goes to the follower, and the
+// primary's versions move, so that an answer computed after its version moved finds the change
+// in the database and in the followed counts alike.
 func (r *Replication) Commit(tx *replication.Transaction) {
-	if r.follower != nil {
-		r.followMu.Lock()
-		r.follower.Commit(tx)
-		r.followMu.Unlock()
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	if len(tx.Tables) == 0 {
 		return
 	}
+	r.followMu.Lock()
+	defer r.followMu.Unlock()
+	r.mu.Lock()
 	for _, t := range tx.Tables {
 		r.tables[t]++
 	}
 	r.addPending(tx.End, tx.Tables)
-	r.unconfirmed = append(r.unconfirmed, pendingCommit{end: tx.End, tables: slices.Clone(tx.Tables), xids: []uint32{tx.Xid}})
-	if len(r.unconfirmed) > maxPending {
-		// Only while the primary's snapshot cannot be read (its polls fail, and nothing is
-		// served from memory): the oldest is taken as shown.
-		for _, t := range r.unconfirmed[0].tables {
-			r.primary[t]++
-		}
+	r.unconfirmed = append(r.unconfirmed, tx)
+	r.unconfirmedRows += len(tx.Rows)
+	var over []*replication.Transaction
+	for len(r.unconfirmed) > 1 && (len(r.unconfirmed) > maxPending || r.unconfirmedRows > maxUnconfirmedRows) {
+		over = append(over, r.unconfirmed[0])
+		r.unconfirmedRows -= len(r.unconfirmed[0].Rows)
+		r.unconfirmed[0] = nil
 		r.unconfirmed = r.unconfirmed[1:]
 	}
+	r.mu.Unlock()
+	r.reveal(over)
 	select {
-	case r.confirm <- struct{}{}:
+	case r.delivered <- struct{}{}:
 	default:
 	}
 }
 
-// confirmWith moves into primary the unconfirmed commits that snap sees, and says whether any
-// did; r.mu is held.
-func (r *Replication) confirmWith(snap *delta.Snapshot) bool {
+// confirm hands the follower the delivered commits that snap (a snapshot of the primary) sees,
+// and moves the primary's versions of their tables; it says whether some delivered commit is
+// still not seen.
+func (r *Replication) confirm(snap *delta.Snapshot) (pending bool) {
+	r.followMu.Lock()
+	defer r.followMu.Unlock()
+	r.mu.Lock()
+	var seen []*replication.Transaction
 	n := 0
-	for _, c := range r.unconfirmed {
-		if !slices.ContainsFunc(c.xids, func(x uint32) bool { return !snap.Sees(x) }) {
-			for _, t := range c.tables {
-				r.primary[t]++
-			}
+	for _, tx := range r.unconfirmed {
+		if snap.Sees(tx.Xid) {
+			seen = append(seen, tx)
+			r.unconfirmedRows -= len(tx.Rows)
 			continue
 		}
-		r.unconfirmed[n] = c
+		r.unconfirmed[n] = tx
 		n++
 	}
-	moved := n < len(r.unconfirmed)
 	clear(r.unconfirmed[n:])
 	r.unconfirmed = r.unconfirmed[:n]
-	return moved
+	r.mu.Unlock()
+	r.reveal(seen)
+	return n > 0
+}
+
+// reveal hands txs, which the primary shows, to the follower, then moves the primary's versions
+// of their tables (at once for the cache when the primary is the only host). followMu is held.
+func (r *Replication) reveal(txs []*replication.Transaction) {
+	if len(txs) == 0 {
+		return
+	}
+	if r.follower != nil {
+		for _, tx := range txs {
+			r.follower.Commit(tx)
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, tx := range txs {
+		for _, t := range tx.Tables {
+			r.primary[t]++
+		}
+	}
+	if len(r.hosts) == 1 && r.hosts[0].tables != nil && !r.hosts[0].standby {
+		if tw, ok := r.w.(TableWatcher); ok {
+			r.show(0, maps.Clone(r.primary))
+			tw.Tables(maps.Clone(r.combined))
+		}
+	}
 }
 
 // confirmAtOnce, with the primary as the only host, shows each delivered commit as soon as a
@@ -341,7 +385,7 @@ func (r *Replication) confirmAtOnce(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-r.confirm:
+		case <-r.delivered:
 		}
 		for wait := first; ; wait *= 2 {
 			if !r.confirmNow(ctx) || wait > r.snapshot.interval {
@@ -350,7 +394,7 @@ func (r *Replication) confirmAtOnce(ctx context.Context) {
 			select {
 			case <-ctx.Done():
 				return
-			case <-r.confirm:
+			case <-r.delivered:
 				wait = first / 2
 			case <-time.After(wait):
 			}
@@ -375,15 +419,7 @@ func (r *Replication) confirmNow(ctx context.Context) (pending bool) {
 	if err != nil {
 		return false
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.confirmWith(snap) && r.hosts[0].tables != nil && !r.hosts[0].standby {
-		if tw, ok := r.w.(TableWatcher); ok {
-			r.show(0, maps.Clone(r.primary))
-			tw.Tables(maps.Clone(r.combined))
-		}
-	}
-	return len(r.unconfirmed) > 0
+	return r.confirm(snap)
 }
 
 // addPending notes a commit that ended at end and changed tables, for the standbys' views;
@@ -611,6 +647,9 @@ func (r *Replication) version(ctx context.Context, host int, conn *pgx.Conn, tim
 		case <-time.After(positionPoll):
 		}
 	}
+	if !standby {
+		r.confirm(snap)
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	h := &r.hosts[host]
@@ -621,7 +660,6 @@ func (r *Replication) version(ctx context.Context, host int, conn *pgx.Conn, tim
 		shows = r.visibleAt(target)
 	} else {
 		r.lag = lag
-		r.confirmWith(snap)
 		shows = maps.Clone(r.primary)
 	}
 	r.show(host, shows)

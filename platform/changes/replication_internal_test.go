@@ -2,6 +2,7 @@ package changes
 
 import (
 	"maps"
+	"slices"
 	"testing"
 
 	"github.com/emsanalytics/emsquery/platform/replication"
@@ -86,34 +87,63 @@ func TestResumedPendsForStandbys(t *testing.T) {
 	}
 }
 
-// A delivered commit shows on the primary once one of its snapshots sees it: while
-// synchronous replication holds the committing session, the commit is delivered but not yet
-// visible there, and an answer computed then must not be kept under versions that count it.
+// followed is a Follower that keeps the transactions it was handed.
+type followed struct{ txs []uint32 }
+
+func (f *followed) Following(bool)                     {}
+func (f *followed) Commit(tx *replication.Transaction) { f.txs = append(f.txs, tx.Xid) }
+
+// A delivered commit goes to the follower, and shows on the primary, once one of its snapshots
+// sees it: while synchronous replication holds the committing session, the commit is delivered
+// but not yet visible there, and neither an answer computed then nor the followed counts may
+// count it. A later commit seen first goes first.
 func TestCommitShowsOnThePrimaryOnceVisible(t *testing.T) {
+	f := &followed{}
 	r := &Replication{tables: map[string]uint64{}, hosts: make([]hostView, 1), base: map[string]uint64{},
-		combined: map[string]uint64{}, primary: map[string]uint64{}, confirm: make(chan struct{}, 1)}
+		combined: map[string]uint64{}, primary: map[string]uint64{}, delivered: make(chan struct{}, 1), follower: f}
 	r.Commit(&replication.Transaction{End: 100, Xid: 0xFFFFFFF0, Tables: []string{"fact_record"}})
 	r.Commit(&replication.Transaction{End: 200, Xid: 0xFFFFFFF1, Tables: []string{"dim_station"}})
 	r.Commit(&replication.Transaction{End: 300, Xid: 0xFFFFFFF2}) // changed no followed table
-	if len(r.confirm) != 1 {
+	if len(r.delivered) != 1 {
 		t.Errorf("the delivered commits did not wake confirmAtOnce")
+	}
+	if len(f.txs) != 0 || r.primary["fact_record"] != 0 {
+		t.Fatalf("before a snapshot: followed %x, primary %v; want nothing", f.txs, r.primary)
 	}
 	// The first still running in the snapshot, the second done.
 	running := &delta.Snapshot{Xmin: 0xFFFFFFF0, Xmax: 0xFFFFFFF2, Xip: []uint64{0xFFFFFFF0}}
-	if !r.confirmWith(running) {
-		t.Errorf("a snapshot that sees the second confirmed nothing")
+	if !r.confirm(running) {
+		t.Errorf("the first commit is not seen, yet nothing is pending")
 	}
-	if r.primary["fact_record"] != 0 || r.primary["dim_station"] != 1 || len(r.unconfirmed) != 1 {
-		t.Errorf("after a snapshot seeing the second only: primary %v, %d unconfirmed; want dim_station 1, one unconfirmed", r.primary, len(r.unconfirmed))
+	if r.primary["fact_record"] != 0 || r.primary["dim_station"] != 1 || len(r.unconfirmed) != 1 || !slices.Equal(f.txs, []uint32{0xFFFFFFF1}) {
+		t.Errorf("after a snapshot seeing the second only: primary %v, %d unconfirmed, followed %x; want dim_station 1, one unconfirmed, the second followed",
+			r.primary, len(r.unconfirmed), f.txs)
 	}
-	if r.confirmWith(running) {
-		t.Errorf("the same snapshot again confirmed something")
+	r.confirm(running)
+	if len(f.txs) != 1 {
+		t.Errorf("the same snapshot again handed the follower %x", f.txs)
 	}
 	// Past the wrap of 32-bit ids: a snapshot of the next epoch sees the first.
-	if !r.confirmWith(&delta.Snapshot{Xmin: 1<<32 + 5, Xmax: 1<<32 + 5}) || r.primary["fact_record"] != 1 || len(r.unconfirmed) != 0 {
-		t.Errorf("a later snapshot: primary %v, %d unconfirmed; want fact_record 1, none", r.primary, len(r.unconfirmed))
+	if r.confirm(&delta.Snapshot{Xmin: 1<<32 + 5, Xmax: 1<<32 + 5}) || r.primary["fact_record"] != 1 || len(r.unconfirmed) != 0 ||
+		!slices.Equal(f.txs, []uint32{0xFFFFFFF1, 0xFFFFFFF0}) || r.unconfirmedRows != 0 {
+		t.Errorf("a later snapshot: primary %v, %d unconfirmed, followed %x; want fact_record 1, none, both", r.primary, len(r.unconfirmed), f.txs)
 	}
 	if r.tables["fact_record"] != 1 || r.tables["dim_station"] != 1 {
 		t.Errorf("delivered versions %v", r.tables)
+	}
+}
+
+// Commits waiting to be seen are bounded by their number and their rows: past either, the
+// oldest is taken as seen.
+func TestUnconfirmedBounded(t *testing.T) {
+	f := &followed{}
+	r := &Replication{tables: map[string]uint64{}, hosts: make([]hostView, 1), base: map[string]uint64{},
+		combined: map[string]uint64{}, primary: map[string]uint64{}, delivered: make(chan struct{}, 1), follower: f}
+	rows := make([]replication.Row, maxUnconfirmedRows/2+1)
+	for i := range 3 {
+		r.Commit(&replication.Transaction{Xid: uint32(10 + i), Tables: []string{"fact_record"}, Rows: rows})
+	}
+	if len(r.unconfirmed) != 1 || r.unconfirmedRows > maxUnconfirmedRows || !slices.Equal(f.txs, []uint32{10, 11}) || r.primary["fact_record"] != 2 {
+		t.Errorf("%d unconfirmed of %d rows, followed %v, primary %v; want the two oldest taken as seen", len(r.unconfirmed), r.unconfirmedRows, f.txs, r.primary)
 	}
 }
