@@ -174,9 +174,9 @@ func primaryConnConfig(ccs []*pgx.ConnConfig) *pgx.ConnConfig {
 // the poll's version is reported: Version(sent) keeps 6.5's meaning. On the primary that
 // position is its flushed WAL, and the poll's statement also reads the primary's snapshot: a
 // delivered commit shows there once a snapshot sees it (unconfirmed), and with the primary as
-// the only host as soon as one does (confirmAtOnce). On a hot standby it is the replay position (pg_last_wal_replay_lsn): a commit is visible there once
-// the standby replayed it, that is once its End is at or before that position, so the poll
-// counts only those. What a host shows of each table is its view (hostView); a table's version
+// the only host as soon as one does (confirmAtOnce). On a hot standby it is the replay position
+// (pg_last_wal_replay_lsn): a commit is visible there once the standby replayed it, that is
+// once its End is at or before that position, so the poll counts only those. What a host shows of each table is its view (hostView); a table's version
 // as the cache sees it moves whenever any host's view of it moves, so an answer a lagging
 // standby computed after the primary showed a change is kept under a version that ends when the
 // standby shows it too (the snapshot source's rule for several hosts, per table).
