@@ -19,8 +19,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 
 	"github.com/emsanalytics/emsquery/internal/pgtest"
 	"github.com/emsanalytics/emsquery/internal/servicetest"
@@ -191,18 +189,8 @@ WHERE s.userid = (SELECT oid FROM pg_roles WHERE rolname = $1)
 // counter is the followed service's counter name for field (graphql.field.name).
 func (e *deltaEnv) counter(t *testing.T, name, field string) float64 {
 	t.Helper()
-	resp, err := http.Get("http://" + e.metrics + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var n float64
-	for _, m := range families[name].GetMetric() {
+	for _, m := range scrapeMetrics(t, e.metrics)[name].GetMetric() {
 		for _, l := range m.GetLabel() {
 			if l.GetName() == "graphql_field_name" && l.GetValue() == field {
 				n += m.GetCounter().GetValue()

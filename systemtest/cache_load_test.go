@@ -19,8 +19,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 
 	"github.com/emsanalytics/emsquery/internal/demodata"
 	"github.com/emsanalytics/emsquery/internal/servicetest"
@@ -220,17 +218,7 @@ func statementsWith(t *testing.T, path string, offset int64, marker string) int 
 // gauge reads one sample of a gauge from the service's Prometheus endpoint.
 func gauge(t *testing.T, target, name string) float64 {
 	t.Helper()
-	resp, err := http.Get("http://" + target + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, ok := families[name]
+	f, ok := scrapeMetrics(t, target)[name]
 	if !ok || len(f.GetMetric()) == 0 {
 		t.Fatalf("no %s in the scrape", name)
 	}

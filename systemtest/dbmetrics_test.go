@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
@@ -24,8 +25,9 @@ import (
 // that a failure shows in a difference.
 type operationCounts map[string]uint64
 
-// scrapeOperations reads the service's Prometheus endpoint.
-func scrapeOperations(t *testing.T, target string) operationCounts {
+// scrapeMetrics reads the metric families on the service's Prometheus endpoint (target is its
+// host:port).
+func scrapeMetrics(t *testing.T, target string) map[string]*dto.MetricFamily {
 	t.Helper()
 	resp, err := http.Get("http://" + target + "/metrics")
 	if err != nil {
@@ -40,6 +42,13 @@ func scrapeOperations(t *testing.T, target string) operationCounts {
 	if err != nil {
 		t.Fatalf("scrape: %v", err)
 	}
+	return families
+}
+
+// scrapeOperations reads the statements' counts on the service's Prometheus endpoint.
+func scrapeOperations(t *testing.T, target string) operationCounts {
+	t.Helper()
+	families := scrapeMetrics(t, target)
 	out := operationCounts{}
 	for _, m := range families["db_client_operation_duration_seconds"].GetMetric() {
 		labels := map[string]string{}
