@@ -111,7 +111,7 @@ func (m *serviceMetrics) handler(c *fiber.Ctx) error {
 	route := m.routeTemplate(c)
 	set := m.httpSets.Get(httpKey{method, route, auth.KeyName(c), status})
 	// A streamed answer is active, and lasts, until its last byte is sent.
-	responsebody.AfterBody(c, func(int64, error) {
+	responsebody.AfterSent(c, func(int64, error) {
 		m.active.Add(ctx, -1, active...)
 		m.duration.Record(ctx, time.Since(start).Seconds(), set...)
 	})

@@ -108,7 +108,7 @@ func accessLog(log *slog.Logger) fiber.Handler {
 		client, _ := requestctx.ClientAddress(ctx)
 		// The line is written when the answer's last byte went out: a streamed answer's size
 		// and duration are known only then (and it may be cut: cut=true, the reason).
-		responsebody.AfterBody(c, func(size int64, serr error) {
+		responsebody.AfterSent(c, func(size int64, serr error) {
 			// The record is built here rather than by log.Log, which would also take the
 			// caller's program counter (runtime.Callers, for a source location no handler of
 			// ours writes) and box each attribute in an interface first, on every request.

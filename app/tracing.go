@@ -70,7 +70,7 @@ func (s *Server) traceRequests(tp trace.TracerProvider) fiber.Handler {
 		}
 		span.SetAttributes(attrs...)
 		// The span ends with the answer's last byte (a streamed answer goes on after this).
-		responsebody.AfterBody(c, func(_ int64, serr error) {
+		responsebody.AfterSent(c, func(_ int64, serr error) {
 			if serr != nil {
 				span.SetStatus(codes.Error, "the answer was cut: "+serr.Error())
 			}

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/jackc/pgx/v5"
 	"github.com/valyala/fasthttp"
 
 	"github.com/emsanalytics/emsquery/app/gqlpublic"
@@ -222,8 +223,69 @@ func BenchmarkGraphQLPathStationResources(b *testing.B) {
 	benchAsk(b, url, `{ station_resources { station_id station_name resources { resource_id } } }`, `{"data":{"station_resources":[{"station_id":1,`, 1)
 }
 
-// lightServer serves the resources module's fields over 20 stations and 200 resource versions.
+// BenchmarkGraphQLPathResourcesBare is BenchmarkGraphQLPathResources' baseline: on the same
+// data, listener, client and pool settings, a bare fasthttp handler runs the statement the
+// resources module runs and writes the rows' bytes, without GraphQL or JSON. Its cpu-ns/op
+// subtracted from BenchmarkGraphQLPathResources' is what the GraphQL path adds to a light
+// question (make bench's bare server measures the same against the whole service).
+func BenchmarkGraphQLPathResourcesBare(b *testing.B) {
+	benchBare(b, `SELECT sk_resource, resource_id, callsign, station_id, station, valid_from, valid_to
+FROM dim_resource
+WHERE sk_resource > $1
+ORDER BY sk_resource
+LIMIT $2`, pgx.QueryResultFormats{pgx.TextFormatCode, pgx.TextFormatCode, pgx.TextFormatCode, pgx.TextFormatCode,
+		pgx.TextFormatCode, pgx.BinaryFormatCode, pgx.BinaryFormatCode}, int64(0), int64(1000))
+}
+
+// BenchmarkGraphQLPathStationResourcesBare is BenchmarkGraphQLPathStationResources' baseline,
+// as BenchmarkGraphQLPathResourcesBare is BenchmarkGraphQLPathResources'.
+func BenchmarkGraphQLPathStationResourcesBare(b *testing.B) {
+	benchBare(b, `SELECT s.station_id, s.station_name,
+       COALESCE(array_agg(r.resource_id ORDER BY r.resource_id, r.sk_resource)
+                FILTER (WHERE r.sk_resource IS NOT NULL), '{}') AS resource_ids
+FROM dim_station s
+LEFT JOIN dim_resource r ON r.station_id = s.station_id
+GROUP BY s.station_id
+ORDER BY s.station_id`)
+}
+
+// benchBare asks a bare fasthttp server, on lightFixture's data, that answers every request
+// with the bytes of the rows of q (prepared, as the service's statements are).
+func benchBare(b *testing.B, q string, args ...any) {
+	pool := lightFixture(b).Pool(b)
+	srv := &fasthttp.Server{Handler: func(c *fasthttp.RequestCtx) {
+		rows, err := pool.Query(c, q, args...)
+		if err != nil {
+			c.Error(err.Error(), 500)
+			return
+		}
+		for rows.Next() {
+			for _, v := range rows.RawValues() {
+				c.Response.AppendBody(v)
+			}
+		}
+		if rows.Close(); rows.Err() != nil {
+			c.Error(rows.Err().Error(), 500)
+		}
+	}, WriteBufferSize: writeBufferSize}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	go func() { _ = srv.Serve(serverconn.Lingering(ln, time.Minute)) }()
+	b.Cleanup(func() { _ = srv.Shutdown() })
+	benchAsk(b, "http://"+ln.Addr().String()+"/graphql", `{ bare }`, "", 1)
+}
+
+// lightServer serves the resources module's fields over lightFixture's data.
 func lightServer(b *testing.B) string {
+	fixture := lightFixture(b)
+	db := dbtest.Open(b, fixture)
+	return benchServer(b, &gqlpublic.Config{Resolvers: gqltest.RealResources{FakePublic: &gqltest.FakePublic{}, R: resources.NewResolver(resources.NewRepository(db), 1000)}})
+}
+
+// lightFixture is a database of 20 stations and 200 resource versions.
+func lightFixture(b *testing.B) servicetest.DB {
 	fixture := servicetest.NewDB(b)
 	pool := fixture.Pool(b)
 	for _, q := range []string{
@@ -238,8 +300,7 @@ func lightServer(b *testing.B) string {
 			b.Fatal(err)
 		}
 	}
-	db := dbtest.Open(b, fixture)
-	return benchServer(b, &gqlpublic.Config{Resolvers: gqltest.RealResources{FakePublic: &gqltest.FakePublic{}, R: resources.NewResolver(resources.NewRepository(db), 1000)}})
+	return fixture
 }
 
 // BenchmarkGraphQLPathPatients is the heavy path: every patient, all fields, streamed (about 90

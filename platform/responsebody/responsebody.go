@@ -1,7 +1,7 @@
 // Package responsebody sends response bodies written while they are sent (SendStream, and event
-// streams: SendEvents), and tells the middleware when a body was sent whole or cut (AfterBody):
-// fasthttp, under Fiber, sends a body after the handler returned, so the handler alone cannot
-// know.
+// streams: SendEvents), and tells the middleware when a body was done, sent whole or cut
+// (AfterBody, AfterSent): fasthttp, under Fiber, sends a body after the handler returned, so
+// the handler alone cannot know.
 package responsebody
 
 import (
@@ -102,29 +102,55 @@ func (b *streamBody) Close() error {
 	return nil
 }
 
-// AfterBody calls f when the response of c has been sent: at once, with the body's size, for
-// a response sent as a whole; when the last byte went out (or the sending failed: err), for
-// one sent with SendStream. The access log, the HTTP metrics and the request span use it, so
-// that a streamed answer is recorded with its whole size and duration. f must not use c.
+// AfterBody calls f when the body of c is done: at once, with the body's size, for a response
+// sent as a whole; when the last byte went out (or the sending failed: err), for one sent with
+// SendStream. What a request holds until its answer ends (a key's place among its concurrent
+// requests) is given back with it. f must not use c.
 func AfterBody(c *fiber.Ctx, f func(size int64, err error)) {
+	if !afterStream(c, f) {
+		f(wholeSize(c), nil)
+	}
+}
+
+// AfterSent is AfterBody for what records a request (the access log, the HTTP metrics, the
+// request's span): a response sent as a whole is recorded once the server has written it
+// (serverconn.AfterSent), so that the recording costs its client no time; a streamed one when
+// its last byte went out, with its whole size and duration. f must not use c.
+func AfterSent(c *fiber.Ctx, f func(size int64, err error)) {
+	if afterStream(c, f) {
+		return
+	}
+	size := wholeSize(c)
+	if !serverconn.AfterSent(c.Context().Conn(), func() { f(size, nil) }) {
+		f(size, nil)
+	}
+}
+
+// wholeSize is the size of c's body, sent as a whole.
+func wholeSize(c *fiber.Ctx) int64 {
+	if c.Response().IsBodyStream() {
+		// Another stream (the export's, which logs its own size): its length if known, and
+		// reading Body() would read the whole stream into memory.
+		return int64(c.Response().Header.ContentLength())
+	}
+	return int64(len(c.Response().Body()))
+}
+
+// afterStream has f called when c's body, sent with SendStream or SendEvents, ends; false when
+// c's body is not such a stream.
+func afterStream(c *fiber.Ctx, f func(size int64, err error)) bool {
 	s, ok := c.Locals(streamKey{}).(*stream)
 	if !ok {
-		if c.Response().IsBodyStream() {
-			// Another stream (the export's, which logs its own size): its length if known, and
-			// reading Body() would read the whole stream into memory.
-			f(int64(c.Response().Header.ContentLength()), nil)
-			return
-		}
-		f(int64(len(c.Response().Body())), nil)
-		return
+		return false
 	}
 	s.mu.Lock()
 	if s.ended {
 		size, err := s.size, s.err
 		s.mu.Unlock()
 		f(size, err)
-		return
+		return true
 	}
 	s.after = append(s.after, f)
 	s.mu.Unlock()
+	return true
 }

@@ -73,10 +73,13 @@ type lingeringConn struct {
 	stalled atomic.Bool
 	watch   progressWatch
 	once    sync.Once
-	corked  corked // see cork.go
+	corked  corked    // see cork.go
+	sent    sentHooks // see sent.go
 }
 
 func (c *lingeringConn) Close() error {
+	// The last response was written, or never will be: what waited for it runs now.
+	c.runSent()
 	var err error
 	c.once.Do(func() {
 		c.watch.stop()

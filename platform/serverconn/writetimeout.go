@@ -71,6 +71,8 @@ func (c *lingeringConn) writeTimed(p []byte) (int, error) {
 // Read fails at once on a stalled connection: the server may set its own read deadline after
 // the watch woke it (see stall), and must not wait for a next request there.
 func (c *lingeringConn) Read(p []byte) (int, error) {
+	// The server reads the next request once it has written its responses (sent.go).
+	c.runSent()
 	if c.stalled.Load() {
 		return 0, errWriteStalled
 	}
