@@ -19,6 +19,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/valyala/fasthttp"
 
 	"github.com/emsanalytics/emsquery/app/gqlpublic"
@@ -27,6 +28,7 @@ import (
 	"github.com/emsanalytics/emsquery/internal/servicetest"
 	"github.com/emsanalytics/emsquery/modules/patients"
 	"github.com/emsanalytics/emsquery/modules/resources"
+	"github.com/emsanalytics/emsquery/platform/database"
 	"github.com/emsanalytics/emsquery/platform/gqlfield"
 	"github.com/emsanalytics/emsquery/platform/gqlhttp"
 	"github.com/emsanalytics/emsquery/platform/keyset"
@@ -250,9 +252,23 @@ ORDER BY s.station_id`)
 }
 
 // benchBare asks a bare fasthttp server, on lightFixture's data, that answers every request
-// with the bytes of the rows of q (prepared, as the service's statements are).
+// with the bytes of the rows of q, through a pool configured as the GraphQL path's (dbtest.Open:
+// database.PoolConfig, statements prepared).
 func benchBare(b *testing.B, q string, args ...any) {
-	pool := lightFixture(b).Pool(b)
+	fixture := lightFixture(b)
+	pc, err := database.PoolConfig(database.Options{
+		Hosts: []string{fixture.Host}, Ports: []int{fixture.Port}, Name: fixture.Name, Username: fixture.User,
+		Password: fixture.Password, Schema: "public", PoolSize: 1, MaxOverflow: 1,
+		PoolTimeout: 30 * time.Second, PoolRecycle: time.Hour,
+	}, database.Timeouts{StatementTimeout: 30 * time.Second, ExportTimeout: time.Minute})
+	if err != nil {
+		b.Fatal(err)
+	}
+	pool, err := pgxpool.NewWithConfig(context.Background(), pc)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(pool.Close)
 	srv := &fasthttp.Server{Handler: func(c *fasthttp.RequestCtx) {
 		rows, err := pool.Query(c, q, args...)
 		if err != nil {
