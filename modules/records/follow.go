@@ -27,31 +27,35 @@ func (c Column) Field() string { return c.field }
 // that table carries.
 func (c Column) Followable() bool { return c.alias == AliasRecord }
 
-// typeNames are the database types (pgx's names) whose values' text, as the replication stream
-// sends it, is read here, per catalog type.
-var typeNames = map[ColumnType][]string{
-	TypeText:      {"text", "varchar"},
-	TypeInteger:   {"int2", "int4", "int8"},
-	TypeNumeric:   {"numeric"},
-	TypeBoolean:   {"bool"},
-	TypeTimestamp: {"timestamp"},
-}
-
 // rowText is c's value in a changed row as the stream sent it (nil for NULL), after checking
 // that the table's column has a type whose text is read here.
 func rowText(c Column, r delta.Row) (*string, error) {
-	col, ok := r.Column(c.field)
-	if !ok {
-		return nil, fmt.Errorf("%w: %s has no column %s", delta.ErrCannotFollow, RecordTable, c.field)
+	col, v, err := r.ColumnValue(c.field)
+	if err != nil {
+		return nil, err
 	}
-	known := false
-	for _, n := range typeNames[c.Type] {
-		known = known || n == col.TypeName
-	}
-	if !known {
+	if !readsType(c.Type, col.TypeName) {
 		return nil, fmt.Errorf("%w: %s.%s is of type %q", delta.ErrCannotFollow, RecordTable, c.field, col.TypeName)
 	}
-	return r.Get(c.field)
+	return v, nil
+}
+
+// readsType says whether the replication stream's text of a value of database type typeName
+// (pgx's name) is read here for a column of catalog type t.
+func readsType(t ColumnType, typeName string) bool {
+	switch t {
+	case TypeText:
+		return typeName == "text" || typeName == "varchar"
+	case TypeInteger:
+		return typeName == "int2" || typeName == "int4" || typeName == "int8"
+	case TypeNumeric:
+		return typeName == "numeric"
+	case TypeBoolean:
+		return typeName == "bool"
+	case TypeTimestamp:
+		return typeName == "timestamp"
+	}
+	return false
 }
 
 // ValueText is c's value in a changed row as the answers write it, the database's c::text (nil

@@ -6,6 +6,7 @@ package database
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -42,8 +43,9 @@ func TestBatchReadsOneSnapshot(t *testing.T) {
 	var wg sync.WaitGroup
 	var insertErr error
 	wg.Go(func() {
-		time.Sleep(300 * time.Millisecond) // the first count has run, the sleep is under way
-		insertErr = c.Exec(ctx, name, "INSERT INTO t VALUES (11)")
+		// Once the sleep is under way (the first count has run in the batch's snapshot), and
+		// not after a fixed time, which a busy machine can outlast before the batch begins.
+		insertErr = insertDuringSleep(ctx, c, name)
 	})
 	err := db.RunBatch(ctx, "batch", &b)
 	wg.Wait()
@@ -130,4 +132,35 @@ func TestBatchStatementTimeout(t *testing.T) {
 			}
 		})
 	}
+}
+
+// insertDuringSleep inserts a row into t once another session of database name runs the batch's
+// pg_sleep(0.8).
+func insertDuringSleep(ctx context.Context, c *pgtest.Cluster, name string) error {
+	cfg, err := c.ConnConfig(name)
+	if err != nil {
+		return err
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		var sleeping bool
+		if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+			WHERE datname = current_database() AND pid <> pg_backend_pid() AND state = 'active'
+			AND query LIKE 'SELECT pg_sleep(0.8)%')`).Scan(&sleeping); err != nil {
+			return err
+		}
+		if sleeping {
+			break
+		}
+		if time.Now().After(deadline) {
+			return errors.New("the batch's sleep never started")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	_, err = conn.Exec(ctx, "INSERT INTO t VALUES (11)")
+	return err
 }

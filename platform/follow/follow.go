@@ -18,6 +18,8 @@ import (
 	"container/list"
 	"context"
 	"errors"
+	"runtime"
+	"slices"
 	"sync"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -169,13 +171,8 @@ func (v *Views) Commit(tx *replication.Transaction) {
 		v.lru.Init()
 		v.keys = 0
 	}
-	for k, w := range v.views {
-		for _, c := range w.ctrs {
-			if _, err := c.Apply(tx); err != nil {
-				v.drop(k, w)
-				break
-			}
-		}
+	for _, w := range v.apply(tx) {
+		v.drop(w.key, w)
 	}
 	// A view whose count grew past its bound goes too: counted after the loop, once.
 	for k, w := range v.views {
@@ -198,6 +195,46 @@ func (v *Views) Commit(tx *replication.Transaction) {
 			delete(v.pending, p)
 		}
 	}
+}
+
+// parallelApplyWork is the rows times views from which apply spreads the views over the
+// processors: below it, starting goroutines costs more than it saves.
+const parallelApplyWork = 20_000
+
+// apply applies tx to every view, and returns the views that cannot follow it. A view's
+// counters are its own and tx is only read, so large loads are applied on every processor,
+// each taking a share of the views: the stream waits for the slowest share, not for them all.
+func (v *Views) apply(tx *replication.Transaction) []*view {
+	all := make([]*view, 0, len(v.views))
+	for _, w := range v.views {
+		all = append(all, w)
+	}
+	workers := min(runtime.GOMAXPROCS(0), len(all))
+	if len(tx.Rows)*len(all) < parallelApplyWork {
+		workers = 1
+	}
+	failed := make([][]*view, workers)
+	var wg sync.WaitGroup
+	for i := range workers {
+		share := all[i*len(all)/workers : (i+1)*len(all)/workers]
+		run := func() {
+			for _, w := range share {
+				for _, c := range w.ctrs {
+					if _, err := c.Apply(tx); err != nil {
+						failed[i] = append(failed[i], w)
+						break
+					}
+				}
+			}
+		}
+		if i == workers-1 {
+			run() // the last share on this goroutine
+			continue
+		}
+		wg.Go(run)
+	}
+	wg.Wait()
+	return slices.Concat(failed...)
 }
 
 func (v *Views) drop(k string, w *view) {

@@ -150,3 +150,87 @@ func TestViewsBounded(t *testing.T) {
 }
 
 func ptr(s string) *string { return &s }
+
+// A load large enough to be applied on every processor (rows × views past parallelApplyWork):
+// every view ends with the counts of its own rows, and a view that cannot follow the load is
+// dropped, whichever share it was in. go test -race checks the shares touch nothing in common.
+func TestViewsApplyLargeLoadSideBySide(t *testing.T) {
+	ctx := context.Background()
+	v := newViews(t)
+	v.Following(true)
+	const views, rows, values = 200, 500, 10
+	selector := func(i int) []delta.Selector {
+		if i%20 == 7 { // a column the table does not have: this view cannot follow
+			return []delta.Selector{{Table: "t", Key: delta.Columns("w")}}
+		}
+		return []delta.Selector{{Table: "t", Where: delta.In("v", ptr(strconv.Itoa(i%values))), Key: delta.Columns("v")}}
+	}
+	reads := 0
+	for i := range views {
+		if _, out, err := v.Counts(ctx, "q"+strconv.Itoa(i), selector(i), reader(&reads, 10, nil)); err != nil || out != Fresh {
+			t.Fatalf("view %d: %v %v", i, out, err)
+		}
+	}
+	load := make([]string, rows)
+	for i := range load {
+		load[i] = strconv.Itoa(i % values)
+	}
+	if rows*views < parallelApplyWork {
+		t.Fatalf("%d rows × %d views is applied on one goroutine", rows, views)
+	}
+	v.Commit(insert(11, load...))
+	reads = 0
+	for i := range views {
+		counts, out, err := v.Counts(ctx, "q"+strconv.Itoa(i), selector(i), reader(&reads, 12, nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i%20 == 7 {
+			if out != Fresh {
+				t.Errorf("view %d, which cannot follow the load: %v, want Fresh (read again)", i, out)
+			}
+			continue
+		}
+		key := delta.MakeKey(ptr(strconv.Itoa(i % values)))
+		if out != Followed || len(counts[0]) != 1 || counts[0][key] != rows/values {
+			t.Errorf("view %d: %v %v, want Followed with %d under %q", i, out, counts[0], rows/values, key)
+		}
+	}
+	if want := views / 20; reads != want {
+		t.Errorf("%d questions read again, want the %d that could not follow", reads, want)
+	}
+}
+
+// What applying one load costs the stream with many questions followed: 1,000 rows on 200
+// views, each counting its own value.
+//
+//	go test ./platform/follow/ -run '^$' -bench ViewsCommit
+func BenchmarkViewsCommit(b *testing.B) {
+	v, err := New(noop.NewMeterProvider())
+	if err != nil {
+		b.Fatal(err)
+	}
+	v.Following(true)
+	const views, rows, values = 200, 1000, 50
+	for i := range views {
+		sel := []delta.Selector{{Table: "t", Where: delta.In("v", ptr(strconv.Itoa(i%values))), Key: delta.Columns("v")}}
+		n := 0
+		if _, _, err := v.Counts(context.Background(), "q"+strconv.Itoa(i), sel, reader(&n, 1, nil)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	load := make([]string, rows)
+	for i := range load {
+		load[i] = strconv.Itoa(i % values)
+	}
+	b.ReportAllocs()
+	xid := uint32(10)
+	for b.Loop() {
+		xid++
+		v.Commit(insert(xid, load...))
+	}
+	if v.Len() != views {
+		b.Fatalf("%d views kept, want %d", v.Len(), views)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*rows*views), "ns/row-view")
+}
