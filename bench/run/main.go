@@ -418,11 +418,7 @@ func load(ctx context.Context, c *pgtest.Cluster, s *dataSet, seed uint64) error
 		return err
 	}
 	s.DB = dbTarget{Host: c.Host(), Port: c.Port(), Name: name, User: "postgres", Password: c.Password()}
-	cfg, err := c.ConnConfig(name)
-	if err != nil {
-		return err
-	}
-	conn, err := pgx.ConnectConfig(ctx, cfg)
+	conn, err := c.Connect(ctx, name)
 	if err != nil {
 		return err
 	}

@@ -446,14 +446,19 @@ func (c *Cluster) ConnConfig(database string) (*pgx.ConnConfig, error) {
 	return cfg, nil
 }
 
+// Connect opens a superuser connection to database (ConnConfig); the caller closes it.
+func (c *Cluster) Connect(ctx context.Context, database string) (*pgx.Conn, error) {
+	cfg, err := c.ConnConfig(database)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.ConnectConfig(ctx, cfg)
+}
+
 // Exec runs one statement (several when args is empty) on a new superuser connection, for
 // setup such as CREATE ROLE that has no place in the schema.
 func (c *Cluster) Exec(ctx context.Context, database, sql string, args ...any) error {
-	cfg, err := c.ConnConfig(database)
-	if err != nil {
-		return err
-	}
-	conn, err := pgx.ConnectConfig(ctx, cfg)
+	conn, err := c.Connect(ctx, database)
 	if err != nil {
 		return err
 	}

@@ -137,11 +137,7 @@ func TestBatchStatementTimeout(t *testing.T) {
 // insertDuringSleep inserts a row into t once another session of database name runs the batch's
 // pg_sleep(0.8).
 func insertDuringSleep(ctx context.Context, c *pgtest.Cluster, name string) error {
-	cfg, err := c.ConnConfig(name)
-	if err != nil {
-		return err
-	}
-	conn, err := pgx.ConnectConfig(ctx, cfg)
+	conn, err := c.Connect(ctx, name)
 	if err != nil {
 		return err
 	}
