@@ -454,7 +454,7 @@ func verdict(v string) string {
 }
 
 // replaceSection puts md between the markers <!-- name:begin --> and <!-- name:end --> of the
-// file at path.
+// file at path, each a line of its own: the page's prose names the markers too.
 func replaceSection(path, name, md string) error {
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -462,10 +462,22 @@ func replaceSection(path, name, md string) error {
 	}
 	s := string(b)
 	begin, end := "<!-- "+name+":begin -->", "<!-- "+name+":end -->"
-	i, j := strings.Index(s, begin), strings.Index(s, end)
+	i, j := markerLine(s, begin), markerLine(s, end)
 	if i < 0 || j < i {
-		return fmt.Errorf("%s: no %s ... %s section", path, begin, end)
+		return fmt.Errorf("%s: no %s ... %s section (each marker a line of its own)", path, begin, end)
 	}
 	s = s[:i+len(begin)] + "\n" + md + s[j:]
 	return os.WriteFile(path, []byte(s), 0o644)
+}
+
+// markerLine is the offset in s of the first line that is marker alone, -1 if none.
+func markerLine(s, marker string) int {
+	for at := 0; at < len(s); {
+		line, _, _ := strings.Cut(s[at:], "\n")
+		if line == marker {
+			return at
+		}
+		at += len(line) + 1
+	}
+	return -1
 }

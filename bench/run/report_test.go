@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -59,5 +61,29 @@ func TestRenderTimes(t *testing.T) {
 	}
 	if strings.Contains(out, "| light |") {
 		t.Errorf("renderTimes wrote the c=%d line:\n%s", lightConc, out)
+	}
+}
+
+// The markers count only as lines of their own: a page that names them in its prose keeps its
+// prose, and its section is the one replaced.
+func TestReplaceSectionMarkerLines(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "page.md")
+	page := "-doc rewrites `<!-- results:begin -->` to `<!-- results:end -->`.\n\n<!-- results:begin -->\nold\n<!-- results:end -->\nafter\n"
+	if err := os.WriteFile(path, []byte(page), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := replaceSection(path, "results", "new\n"); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "-doc rewrites `<!-- results:begin -->` to `<!-- results:end -->`.\n\n<!-- results:begin -->\nnew\n<!-- results:end -->\nafter\n"
+	if string(got) != want {
+		t.Errorf("page:\n%s\nwant:\n%s", got, want)
+	}
+	if err := replaceSection(path, "live", "x"); err == nil {
+		t.Error("a page without the live section: no error")
 	}
 }

@@ -1,8 +1,8 @@
 // Package serverconn is the server's connections as fasthttp, under Fiber, does not make them:
 // a Close that lingers, so that a client still sending a body the server refused reads the
 // answer instead of a reset (Lingering); APP__WRITE_TIMEOUT on every write, cutting a client
-// that stopped reading but never one that reads slowly (writetimeout.go); and writes gathered
-// while a streamed body is sent (Cork).
+// that stopped reading but never one that reads slowly (writetimeout.go); writes gathered
+// while a streamed body is sent (Cork); and what runs once a response is written (AfterSent).
 package serverconn
 
 import (
