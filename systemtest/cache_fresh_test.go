@@ -179,9 +179,9 @@ func TestCacheFreshOnAHotStandby(t *testing.T) {
 			freshWithin(t, svc, c.station, before, countNow(t, primary, c.station), visible, staleness)
 		})
 	}
-	if !strings.Contains(svc.Output(), "hot standby cannot listen") {
-		t.Errorf("the log does not say that notifications cannot be received on a standby:\n%s", svc.Output())
-	}
+	servicetest.WaitFor(t, 5*time.Second, "the line that says notifications cannot be received on a standby", func() bool {
+		return strings.Contains(svc.Output(), "hot standby cannot listen")
+	})
 }
 
 // On a primary, what moves the write-ahead log without changing data (VACUUM, a checkpoint, a

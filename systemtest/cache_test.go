@@ -176,7 +176,7 @@ func TestCacheOffKeepsNothing(t *testing.T) {
 	if got, want := countOf(t, r), expectedCount(t, db); got != want {
 		t.Errorf("count right after an insert %d, want %d", got, want)
 	}
-	if !strings.Contains(svc.Output(), "cache: off") {
-		t.Errorf("the start-up log does not say the cache is off:\n%s", svc.Output())
-	}
+	servicetest.WaitFor(t, 5*time.Second, "the start-up line that says the cache is off", func() bool {
+		return strings.Contains(svc.Output(), "cache: off")
+	})
 }

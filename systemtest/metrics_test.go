@@ -427,7 +427,7 @@ func TestMetricsNone(t *testing.T) {
 	if n := rc.Count(); n != 0 {
 		t.Errorf("%d exports with OTEL_METRICS_EXPORTER=none, want 0", n)
 	}
-	if !strings.Contains(svc.Output(), "metrics export off") {
-		t.Errorf("start-up log does not say metrics are off:\n%s", svc.Output())
-	}
+	servicetest.WaitFor(t, 5*time.Second, "the start-up line that says metrics are off", func() bool {
+		return strings.Contains(svc.Output(), "metrics export off")
+	})
 }

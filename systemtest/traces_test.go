@@ -163,17 +163,16 @@ func TestTraces(t *testing.T) {
 		if !sawPlaceholder {
 			t.Error("no statement text with a $1 placeholder: the filters' statement is missing")
 		}
-		// The access line carries the trace id.
-		found := false
-		for _, line := range strings.Split(svc.Output(), "\n") {
-			var m map[string]any
-			if json.Unmarshal([]byte(line), &m) == nil && m["msg"] == "request" && m["path"] == "/graphql" && m["trace_id"] == traceID {
-				found = true
+		// The access line carries the trace id (log lines reach the output within 100 ms).
+		servicetest.WaitFor(t, 5*time.Second, "the access line for /graphql with trace_id "+traceID, func() bool {
+			for _, line := range strings.Split(svc.Output(), "\n") {
+				var m map[string]any
+				if json.Unmarshal([]byte(line), &m) == nil && m["msg"] == "request" && m["path"] == "/graphql" && m["trace_id"] == traceID {
+					return true
+				}
 			}
-		}
-		if !found {
-			t.Errorf("no access line for /graphql with trace_id %s:\n%s", traceID, svc.Output())
-		}
+			return false
+		})
 	})
 
 	t.Run("export: the COPY's span without its text", func(t *testing.T) {
