@@ -46,9 +46,9 @@ func TestFollowWithAHotStandby(t *testing.T) {
 	if err := json.Unmarshal(body, &h); err != nil || h.Changes.Source != "replication" || h.Changes.State != "streaming" {
 		t.Fatalf("healthz %s: want changes replication, streaming (%v)", body, err)
 	}
-	if !strings.Contains(serviceLog(t, svc), "change source replication") {
-		t.Errorf("the start-up log does not say replication:\n%s", serviceLog(t, svc))
-	}
+	servicetest.WaitFor(t, 5*time.Second, "the start-up line that says replication", func() bool {
+		return strings.Contains(serviceLog(t, svc), "change source replication")
+	})
 
 	before := countNow(t, primaryPool, "")
 	keptThen(t, svc, "", before)
