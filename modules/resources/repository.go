@@ -2,6 +2,9 @@ package resources
 
 import (
 	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
 	"slices"
 
 	"github.com/jackc/pgx/v5"
@@ -94,7 +97,6 @@ func (r *Repository) EachResourceRow(ctx context.Context, page keyset.Page, fn f
 	return r.db.ForEachRawRow(ctx, opResources, resourcesSQL, pageArgs(page), resourceFormats, fn)
 }
 
-// Resources returns the dim_resource rows of page ordered by sk_resource.
 // ResourceList is the dim_resource rows of page as a list root field writes them (gqlfield.List):
 // the rows as the database sends them, each column written to JSON by appendResourceField.
 func (r *Repository) ResourceList(page keyset.Page) gqlfield.Source[Resource] {
@@ -135,6 +137,7 @@ func appendResourceField(b []byte, i int, v []byte) ([]byte, bool) {
 	return b, false
 }
 
+// Resources returns the dim_resource rows of page ordered by sk_resource.
 func (r *Repository) Resources(ctx context.Context, page keyset.Page) ([]Resource, error) {
 	rows := []Resource{}
 	_, err := r.EachResource(ctx, page, func(res *Resource) bool {
@@ -169,34 +172,87 @@ LEFT JOIN dim_resource r ON r.station_id = s.station_id
 GROUP BY s.station_id
 ORDER BY s.station_id`
 
+// stationResourceFormats are the formats EachStationResources asks for stationResourcesSQL's
+// columns in: binary, decoded here (int4 and int4[]; the name's bytes are the same in either).
+// pgx's scan of the array allocated its dimensions and header on every row, about a third of
+// the light question's allocations.
+var stationResourceFormats = []int16{pgx.BinaryFormatCode, pgx.BinaryFormatCode, pgx.BinaryFormatCode}
+
 // EachStationResources hands each station with its resources to fn as EachResource does: the
-// StationResources and its Resources slice are reused for the next row.
+// StationResources and its Resources slice are reused for the next row. A NULL where the
+// schema has none (a station's id or name, a resource_id) is an error, as pgx's scan into the
+// Go types would make it.
 func (r *Repository) EachStationResources(ctx context.Context, fn func(*StationResources) bool) (bool, error) {
 	var (
-		id   int32
-		name string
-		ids  []int32                                            // reused between rows: the scan overwrites it
-		st   = StationResources{Resources: []StationResource{}} // never nil: the list is non-null
-		ok   = true
+		st  = StationResources{Resources: []StationResource{}} // never nil: the list is non-null
+		ok  = true
+		bad error
 	)
-	dest := []any{&id, &name, &ids}
 	// No values, so one plan: prepared once per session (database.PlanOnce).
-	err := r.db.ForEachRow(ctx, opStationResources, stationResourcesSQL, []any{database.PlanOnce}, dest, func() error {
+	_, err := r.db.ForEachRawRow(ctx, opStationResources, stationResourcesSQL, []any{database.PlanOnce}, stationResourceFormats, func(row [][]byte) bool {
 		if !ok {
-			return nil
+			return true // read to the end, handed on no more
 		}
-		st.StationID, st.StationName = id, name
-		st.Resources = slices.Grow(st.Resources[:0], len(ids))[:len(ids)]
-		for i, id := range ids {
-			st.Resources[i].ResourceID = id
+		if bad = decodeStationResources(&st, row); bad != nil {
+			return false
 		}
 		ok = fn(&st)
-		return nil
+		return true
 	})
-	return ok, err
+	switch {
+	case err != nil:
+		return false, err
+	case bad != nil:
+		return false, fmt.Errorf("%s: %w", opStationResources, bad)
+	}
+	return ok, nil
 }
 
-// StationResources returns every station with its resources (see stationResourcesSQL).
+// decodeStationResources sets st from a row of stationResourcesSQL in stationResourceFormats,
+// reusing st.Resources' array.
+func decodeStationResources(st *StationResources, row [][]byte) error {
+	if len(row) != 3 || len(row[0]) != 4 || row[1] == nil || row[2] == nil {
+		return errors.New("a station without its id or name, or a row of the wrong shape")
+	}
+	st.StationID = int32(binary.BigEndian.Uint32(row[0]))
+	st.StationName = string(row[1])
+	var err error
+	st.Resources, err = appendInt4Array(st.Resources[:0], row[2])
+	return err
+}
+
+// appendInt4Array appends the elements of v, an int4[] of at most one dimension in
+// PostgreSQL's binary format (array_recv: ndim, a null flag, the element type, each
+// dimension's length and lower bound, then each element's length and bytes), to dst as
+// StationResources' resource_ids. A NULL element or another element type is an error.
+func appendInt4Array(dst []StationResource, v []byte) ([]StationResource, error) {
+	const int4OID = 23
+	if len(v) < 12 {
+		return dst, errors.New("int4[]: short header")
+	}
+	ndim, elem := binary.BigEndian.Uint32(v[0:4]), binary.BigEndian.Uint32(v[8:12])
+	if ndim == 0 {
+		return dst, nil
+	}
+	if ndim != 1 || elem != int4OID || len(v) < 20 {
+		return dst, fmt.Errorf("int4[]: %d dimensions of type %d, want one of int4", ndim, elem)
+	}
+	n := int(binary.BigEndian.Uint32(v[12:16]))
+	body := v[20:]
+	if n < 0 || len(body) != 8*n {
+		return dst, errors.New("int4[]: elements do not match the length")
+	}
+	dst = slices.Grow(dst, n)
+	for i := 0; i < n; i++ {
+		e := body[8*i:]
+		if int32(binary.BigEndian.Uint32(e)) != 4 {
+			return dst, errors.New("int4[]: a NULL or malformed element")
+		}
+		dst = append(dst, StationResource{ResourceID: int32(binary.BigEndian.Uint32(e[4:]))})
+	}
+	return dst, nil
+}
+
 // StationResourcesList is the stations with their resources as the root field writes them.
 func (r *Repository) StationResourcesList() gqlfield.Source[StationResources] {
 	return gqlfield.Source[StationResources]{
@@ -205,6 +261,7 @@ func (r *Repository) StationResourcesList() gqlfield.Source[StationResources] {
 	}
 }
 
+// StationResources returns every station with its resources (see stationResourcesSQL).
 func (r *Repository) StationResources(ctx context.Context) ([]StationResources, error) {
 	rows := []StationResources{}
 	_, err := r.EachStationResources(ctx, func(st *StationResources) bool {

@@ -253,8 +253,10 @@ ORDER BY s.station_id`)
 
 // benchBare asks a bare fasthttp server, on lightFixture's data, that answers every request
 // with the bytes of the rows of q, through a pool configured as the GraphQL path's (dbtest.Open:
-// database.PoolConfig, statements prepared).
+// database.PoolConfig), q prepared once per session as a DBA would (and as the resources
+// module does: database.PlanOnce).
 func benchBare(b *testing.B, q string, args ...any) {
+	args = append([]any{pgx.QueryExecModeCacheStatement}, args...)
 	fixture := lightFixture(b)
 	pc, err := database.PoolConfig(database.Options{
 		Hosts: []string{fixture.Host}, Ports: []int{fixture.Port}, Name: fixture.Name, Username: fixture.User,
