@@ -175,6 +175,31 @@ func TestTraces(t *testing.T) {
 		})
 	})
 
+	t.Run("GraphQL: a list asked alone, resolved without gqlgen's executor, has the same spans", func(t *testing.T) {
+		const traceID, parentID = "5cf92f3577b34da6a3ce929d0e0e4737", "01f067aa0ba902b8"
+		req := graphQLPost(t, svc, "/graphql", map[string]any{"query": `query Stations { station_resources { station_id resources { resource_id } } }`})
+		resp, body := tracedRequest(t, svc, req, traceID, parentID)
+		if resp.StatusCode != http.StatusOK || bytes.Contains(body, []byte(`"errors"`)) {
+			t.Fatalf("%d %s", resp.StatusCode, body)
+		}
+		spans := spansOf(t, rc, traceID, 3)
+		byName := map[string][]otlptest.Span{}
+		for _, s := range spans {
+			byName[s.Name] = append(byName[s.Name], s)
+		}
+		server, op, statement := byName["POST /graphql"], byName["query Stations"], byName["station resources"]
+		if len(server) != 1 || len(op) != 1 || len(statement) != 1 {
+			t.Fatalf("want the server span, one GraphQL span 'query Stations' and one statement span 'station resources', got %v", names(spans))
+		}
+		if op[0].ParentSpanID != server[0].SpanID || statement[0].ParentSpanID != op[0].SpanID {
+			t.Errorf("GraphQL span's parent %s (want the server span %s), statement's %s (want the GraphQL span %s)",
+				op[0].ParentSpanID, server[0].SpanID, statement[0].ParentSpanID, op[0].SpanID)
+		}
+		if op[0].Attributes["graphql.root_field"] != "station_resources" || op[0].Attributes["graphql.operation.name"] != "Stations" {
+			t.Errorf("GraphQL span attributes %v", op[0].Attributes)
+		}
+	})
+
 	t.Run("export: the COPY's span without its text", func(t *testing.T) {
 		const traceID, parentID = "5af92f3577b34da6a3ce929d0e0e4737", "10f067aa0ba902b8"
 		req, _ := http.NewRequest(http.MethodGet, exportTestQuery+"&filter=station:EQUALS:"+url.QueryEscape(values[2]), nil)

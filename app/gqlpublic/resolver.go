@@ -3,12 +3,15 @@
 package gqlpublic
 
 import (
+	"context"
+
 	"github.com/99designs/gqlgen/graphql"
 
 	"github.com/emsanalytics/emsquery/modules/measures"
 	"github.com/emsanalytics/emsquery/modules/patients"
 	"github.com/emsanalytics/emsquery/modules/resources"
 	"github.com/emsanalytics/emsquery/modules/stats"
+	"github.com/emsanalytics/emsquery/platform/gqlexec"
 )
 
 // Resolver is the endpoint's root; each module contributes the Query and Subscription fields
@@ -59,9 +62,31 @@ type (
 	measuresResolver  = measures.Resolver
 )
 
-// Schema is this endpoint's executable schema; a named type so that wire tells the endpoints
-// apart.
-type Schema struct{ graphql.ExecutableSchema }
+// Schema is this endpoint's executable schema, with the list fields its executor may resolve
+// directly (gqlexec.DirectSchema); a named type so that wire tells the endpoints apart.
+type Schema struct {
+	graphql.ExecutableSchema
+	direct gqlexec.DirectFields
+}
 
 // NewSchema builds the executable schema for the endpoint.
-func NewSchema(r *Resolver) Schema { return Schema{NewExecutableSchema(Config{Resolvers: r})} }
+func NewSchema(r *Resolver) Schema { return Executable(Config{Resolvers: r}) }
+
+// Executable is the endpoint's executable schema for cfg: gqlgen's, and its whole-table lists
+// resolvable directly, each by the resolver method gqlgen's generated code calls for it.
+func Executable(cfg Config) Schema {
+	s := Schema{ExecutableSchema: NewExecutableSchema(cfg)}
+	if cfg.Resolvers == nil {
+		return s
+	}
+	q := cfg.Resolvers.Query()
+	s.direct = gqlexec.DirectFields{
+		"resources":         func(ctx context.Context) (any, error) { return q.Resources(ctx, nil, nil) },
+		"station_resources": func(ctx context.Context) (any, error) { return q.StationResources(ctx) },
+		"patients":          func(ctx context.Context) (any, error) { return q.Patients(ctx, nil, nil) },
+		"oxygens":           func(ctx context.Context) (any, error) { return q.Oxygens(ctx, nil, nil, nil) },
+	}
+	return s
+}
+
+func (s Schema) DirectFields() gqlexec.DirectFields { return s.direct }

@@ -66,7 +66,7 @@ func TestDirectJSONPatientsFromDatabaseMatchGqlgen(t *testing.T) {
 		}
 	}
 	db := dbtest.Open(t, fixture)
-	es := gqlpublic.NewExecutableSchema(gqlpublic.Config{Resolvers: gqltest.RealPatients{FakePublic: &gqltest.FakePublic{}, R: patients.NewResolver(patients.NewRepository(db), 1000)}})
+	es := gqlpublic.Executable(gqlpublic.Config{Resolvers: gqltest.RealPatients{FakePublic: &gqltest.FakePublic{}, R: patients.NewResolver(patients.NewRepository(db), 1000)}})
 	queries := []string{
 		`{ patients { sk_patient age date_of_birth gender weight } }`,
 		`{ patients { weight date_of_birth } }`,

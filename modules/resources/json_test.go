@@ -44,7 +44,7 @@ func TestDirectJSONResourcesFromDatabaseMatchGqlgen(t *testing.T) {
 		}
 	}
 	db := dbtest.Open(t, fixture)
-	es := gqlpublic.NewExecutableSchema(gqlpublic.Config{Resolvers: gqltest.RealResources{FakePublic: &gqltest.FakePublic{}, R: resources.NewResolver(resources.NewRepository(db), 1000)}})
+	es := gqlpublic.Executable(gqlpublic.Config{Resolvers: gqltest.RealResources{FakePublic: &gqltest.FakePublic{}, R: resources.NewResolver(resources.NewRepository(db), 1000)}})
 	queries := []string{
 		`{ resources { sk_resource resource_id callsign station_id station valid_from valid_to } }`,
 		`{ resources { valid_to station callsign } }`,

@@ -42,7 +42,7 @@ func TestDirectJSONSeriesFromDatabaseMatchGqlgen(t *testing.T) {
 	}
 	db := dbtest.Open(t, fixture)
 	lim := stats.Limits{Records: records.Limits{Columns: 10, Filters: 10, FilterValues: 100}, SeriesPoints: 5000}
-	es := gqlpublic.NewExecutableSchema(gqlpublic.Config{Resolvers: gqltest.RealSeries{FakePublic: &gqltest.FakePublic{}, R: stats.NewResolver(stats.NewRepository(db, nil), lim)}})
+	es := gqlpublic.Executable(gqlpublic.Config{Resolvers: gqltest.RealSeries{FakePublic: &gqltest.FakePublic{}, R: stats.NewResolver(stats.NewRepository(db, nil), lim)}})
 	var queries []string
 	for _, b := range []struct{ bucket, start, end string }{
 		{"HOUR", "1969-12-31", "2000-01-02"}, // a refusal: too many buckets

@@ -69,10 +69,21 @@ type Executor struct {
 	exec        *executor.Executor
 	parallelism int
 	streamed    *keyslots.Slots
+
+	// What direct resolution (direct.go) runs as gqlgen's executor would: the schema, the
+	// fields it resolves directly (none: it is off), the response interceptors in the order
+	// they were used, the error presenter and the recover function.
+	es         graphql.ExecutableSchema
+	direct     DirectFields
+	responders []graphql.ResponseInterceptor
+	presenter  graphql.ErrorPresenterFunc
+	recover    graphql.RecoverFunc
 }
 
-// New builds the executor of one schema.
+// New builds the executor of one schema; a DirectSchema's fields are resolved directly
+// (direct.go) unless o.GqlgenOnly.
 func New(es graphql.ExecutableSchema, o Options) *Executor {
+	x := &Executor{es: es, parallelism: o.RequestParallelism, streamed: o.StreamedAnswers}
 	exec := executor.New(rootFieldCost{es})
 	cache := newQueryCache()
 	exec.SetQueryCache(cache)
@@ -80,10 +91,12 @@ func New(es graphql.ExecutableSchema, o Options) *Executor {
 	// Persisted queries first: the limits check the document a hash stands for.
 	exec.Use(persistedQueries{extension.AutomaticPersistedQuery{Cache: newAPQCache()}})
 	exec.Use(newQueryLimits(o.MaxQueryDepth, o.MaxQueryComplexity, o.MaxRootFields, cache, es.Schema()))
-	exec.Use(newOperationTrace(o.TracerProvider))
-	exec.Use(newOperationMetrics(o))
-	// Innermost of the response interceptors: spans and metrics see the errors the client sees.
-	exec.Use(errorLimit{})
+	// The response interceptors, outermost first; innermost, the error bound: spans and
+	// metrics see the errors the client sees.
+	x.responders = []graphql.ResponseInterceptor{newOperationTrace(o.TracerProvider), newOperationMetrics(o), errorLimit{}}
+	for _, ri := range x.responders {
+		exec.Use(ri.(graphql.HandlerExtension))
+	}
 	// queryLimits parses each document before the executor would; this bounds any other parse.
 	exec.SetParserTokenLimit(maxTokens)
 	if o.AroundFields != nil {
@@ -93,12 +106,21 @@ func New(es graphql.ExecutableSchema, o Options) *Executor {
 		d := directJSON{w: gqljson.New(es.Schema())}
 		exec.AroundRootFields(d.rootFields)
 		exec.AroundFields(d.fields)
+		if ds, ok := es.(DirectSchema); ok {
+			x.direct = checkDirect(ds.DirectFields(), es.Schema())
+		}
 	}
-	exec.SetErrorPresenter(presentError(o.Log))
-	exec.SetRecoverFunc(func(ctx context.Context, p any) error {
+	if len(x.direct) > 0 {
+		exec.AroundFields(replayed) // innermost: next to the resolver
+	}
+	x.presenter = presentError(o.Log)
+	exec.SetErrorPresenter(x.presenter)
+	x.recover = func(ctx context.Context, p any) error {
 		return fmt.Errorf("panic in resolver: %v", p)
-	})
-	return &Executor{exec: exec, parallelism: o.RequestParallelism, streamed: o.StreamedAnswers}
+	}
+	exec.SetRecoverFunc(x.recover)
+	x.exec = exec
+	return x
 }
 
 // presentError maps resolver errors to the contract's codes. Errors of gqlgen's own (parse,
@@ -211,8 +233,12 @@ func (x *Executor) Execute(ctx context.Context, w ResponseWriter, r *Request) (r
 	// LIMITS__REQUEST_PARALLELISM slots (platform/database), and so do the whole-table lists
 	// that a.write streams once the executor has returned: their contexts derive from this one.
 	ctx = database.WithRequestLimit(ctx, x.parallelism)
-	responses, ctx := x.exec.DispatchOperation(ctx, rc)
-	resp = responses(ctx)
+	if f, resolve := x.directField(r, rc); f != nil {
+		resp = x.executeDirect(ctx, rc, f, resolve)
+	} else {
+		responses, ctx := x.exec.DispatchOperation(ctx, rc)
+		resp = responses(ctx)
+	}
 	if a.refused == nil {
 		err := a.write(w, resp)
 		if err == nil {

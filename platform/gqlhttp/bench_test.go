@@ -57,7 +57,7 @@ func benchServer(b *testing.B, es *gqlpublic.Config) string {
 	o.RequestTimeout = 30 * time.Second
 	f := fiber.New(fiber.Config{DisableStartupMessage: true, WriteBufferSize: writeBufferSize, StreamRequestBody: true, DisablePreParseMultipartForm: true})
 	requestbody.StreamBodies(f, func(*fasthttp.RequestHeader) bool { return true })
-	f.All("/graphql", gqlhttp.New(gqlpublic.NewExecutableSchema(*es), o).Handlers(func(c *fiber.Ctx) error { return c.Next() })...)
+	f.All("/graphql", gqlhttp.New(gqlpublic.Executable(*es), o).Handlers(func(c *fiber.Ctx) error { return c.Next() })...)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
@@ -403,7 +403,7 @@ func BenchmarkGraphQLPathPatientsEncode(b *testing.B) {
 // in memory. Less noisy than the end-to-end benchmarks on a busy machine (its allocations and
 // time are the path's own).
 func BenchmarkGraphQLPathLightHandler(b *testing.B) {
-	es := gqlpublic.NewExecutableSchema(gqlpublic.Config{Resolvers: gqltest.PublicData(200)})
+	es := gqlpublic.Executable(gqlpublic.Config{Resolvers: gqltest.PublicData(200)})
 	f := fiber.New(fiber.Config{DisableStartupMessage: true})
 	f.All("/graphql", gqlhttp.New(es, gqltest.Options()).Handlers(func(c *fiber.Ctx) error { return c.Next() })...)
 	benchHandler(b, f.Handler(), `{"query":"{ resources { sk_resource resource_id callsign station_id station valid_from valid_to } }"}`)

@@ -52,9 +52,9 @@ func TestDirectJSONPublicMatchesGqlgen(t *testing.T) {
 		`{ __schema { queryType { name } } patients { sk_patient } }`,
 	}
 	for _, n := range []int{0, 1, 2, 300, 20000} {
-		es := gqlpublic.NewExecutableSchema(gqlpublic.Config{Resolvers: gqltest.PublicData(n)})
+		es := gqlpublic.Executable(gqlpublic.Config{Resolvers: gqltest.PublicData(n)})
 		t.Run(fmt.Sprint(n, " rows"), func(t *testing.T) { gqltest.CompareAnswers(t, es, queries) })
-		es = gqlpublic.NewExecutableSchema(gqlpublic.Config{Resolvers: gqltest.FakeStreaming{FakePublic: gqltest.PublicData(n)}})
+		es = gqlpublic.Executable(gqlpublic.Config{Resolvers: gqltest.FakeStreaming{FakePublic: gqltest.PublicData(n)}})
 		t.Run(fmt.Sprint(n, " rows streamed"), func(t *testing.T) { gqltest.CompareAnswers(t, es, queries) })
 	}
 
@@ -64,15 +64,15 @@ func TestDirectJSONPublicMatchesGqlgen(t *testing.T) {
 	bad.PatientRows[7].Weight = gqltest.Ptr(math.NaN())
 	bad.OxygenRows[3].FlowRate = gqltest.Ptr(math.Inf(-1))
 	bad.PatientRows = append(bad.PatientRows, nil)
-	es := gqlpublic.NewExecutableSchema(gqlpublic.Config{Resolvers: bad})
+	es := gqlpublic.Executable(gqlpublic.Config{Resolvers: bad})
 	t.Run("refused values", func(t *testing.T) { gqltest.CompareAnswers(t, es, queries) })
-	es = gqlpublic.NewExecutableSchema(gqlpublic.Config{Resolvers: gqltest.FakeStreaming{FakePublic: bad}})
+	es = gqlpublic.Executable(gqlpublic.Config{Resolvers: gqltest.FakeStreaming{FakePublic: bad}})
 	t.Run("refused values streamed", func(t *testing.T) { gqltest.CompareAnswers(t, es, queries) })
 	failing := &gqltest.FakePublic{Err: errors.New("database down")}
-	es = gqlpublic.NewExecutableSchema(gqlpublic.Config{Resolvers: failing})
+	es = gqlpublic.Executable(gqlpublic.Config{Resolvers: failing})
 	t.Run("errors", func(t *testing.T) { gqltest.CompareAnswers(t, es, queries) })
 	nilLists := &gqltest.FakePublic{}
-	es = gqlpublic.NewExecutableSchema(gqlpublic.Config{Resolvers: nilLists})
+	es = gqlpublic.Executable(gqlpublic.Config{Resolvers: nilLists})
 	t.Run("nil lists", func(t *testing.T) { gqltest.CompareAnswers(t, es, queries) })
 }
 
@@ -92,7 +92,7 @@ func TestDirectJSONReportsMatchGqlgen(t *testing.T) {
 
 // The fast path is taken: with direct JSON, gqlgen marshals no element of a large list.
 func TestDirectJSONIsUsed(t *testing.T) {
-	es := gqlpublic.NewExecutableSchema(gqlpublic.Config{Resolvers: gqltest.PublicData(5)})
+	es := gqlpublic.Executable(gqlpublic.Config{Resolvers: gqltest.PublicData(5)})
 	var marshaled int
 	o := gqltest.Options()
 	o.AroundFields = func(ctx context.Context, next graphql.Resolver) (any, error) {
