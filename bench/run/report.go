@@ -273,6 +273,7 @@ func render(e environment, o options, sets []*dataSet, rows []row) string {
 		"checked before measuring to give the service's answer. **Captured**: the statements and parameters the service sent, through a pgx pool configured as the service's "+
 		"(the export: the service's COPY on a kept session). **×hand** = service req/s ÷ hand-written req/s (the targets' ratio); **×capt** = service req/s ÷ captured req/s. "+
 		"CPU/req: the service process's CPU time per request.\n\n", o.warmup, o.duration, min(o.rounds, minRounds), o.rounds, cacheMaxBytes>>20, count(o.warmMax), o.warmup, o.warmDuration)
+	var explainedFloor, explainedTimes bool
 	for _, s := range sets {
 		if s.RSSOnly {
 			p("### patients with %s rows (%s records)\n\n", count(int(s.Patients)), count(s.Records))
@@ -308,8 +309,9 @@ func render(e environment, o options, sets []*dataSet, rows []row) string {
 			}
 		}
 		p("\n")
-		renderFloor(p, s, rows)
-		renderTimes(p, s, rows)
+		// Each table's columns are explained under the first data set that has it.
+		explainedFloor = renderFloor(p, s, rows, !explainedFloor) || explainedFloor
+		explainedTimes = renderTimes(p, s, rows, !explainedTimes) || explainedTimes
 	}
 	return b.String()
 }
@@ -340,14 +342,15 @@ func perRequestMicros(cpu time.Duration, m measurement) string {
 	return fmt.Sprintf("%.0f", float64(cpu.Microseconds())/float64(m.Requests))
 }
 
-// renderFloor writes the light lines' bare server (floor.go) of data set s, after its table.
-func renderFloor(p func(string, ...any), s *dataSet, rows []row) {
+// renderFloor writes the light lines' bare server (floor.go) of data set s, after its table,
+// with what its columns mean when explain; it says whether it wrote the table.
+func renderFloor(p func(string, ...any), s *dataSet, rows []row, explain bool) bool {
 	head := false
 	for _, r := range rows {
 		if r.Set != s || r.Floor == nil {
 			continue
 		}
-		if !head {
+		if !head && explain {
 			p("The light lines at c=%d against **a bare server** (`bench/run/floor.go`: fasthttp and a pgx pool configured as the service's, "+
 				"running the captured SQL and writing the rows' bytes, no GraphQL, JSON, key, log or metrics), measured as a fourth side of the same slices: "+
 				"its ×hand is the most any HTTP service in front of this database scores on this machine.\n\n", lightConc)
@@ -355,6 +358,8 @@ func renderFloor(p func(string, ...any), s *dataSet, rows []row) {
 				"(their slices back to back); the light path's target is ≥ %.2f.\n\n", lightFloorTarget)
 			p("**CPU/req µs**: each process's own processor time per request, service and bare server; their difference is " +
 				"what the service adds to every request's path on a machine with a processor to spare.\n\n")
+		}
+		if !head {
 			p("| Workload | Hand-written req/s | Bare server req/s | p50 ms | Bare ×hand | Service ×hand | Service ÷ bare | Service ÷ bare, median (rounds) | CPU/req µs, service / bare | Target |\n")
 			p("|---|--:|--:|--:|--:|--:|--:|--:|--:|---|\n")
 			head = true
@@ -371,6 +376,7 @@ func renderFloor(p func(string, ...any), s *dataSet, rows []row) {
 	if head {
 		p("\n")
 	}
+	return head
 }
 
 // renderTimes writes, for the cold lines at concurrency 16 of data set s, after its table,
@@ -378,16 +384,19 @@ func renderFloor(p func(string, ...any), s *dataSet, rows []row) {
 // line the machine is busy, so a side's throughput is the machine's time divided by what one of
 // its requests costs them all, and the ratio of the two sums is about the line's ×hand. It
 // tells which part of the gap the service could close: only its own column differs in kind.
-func renderTimes(p func(string, ...any), s *dataSet, rows []row) {
+// It explains the columns when explain, and says whether it wrote the table.
+func renderTimes(p func(string, ...any), s *dataSet, rows []row, explain bool) bool {
 	head := false
 	for _, r := range rows {
 		if r.Set != s || r.Warm || r.Conc <= lightConc || r.Svc.Requests == 0 || r.Hand.Requests == 0 {
 			continue
 		}
-		if !head {
+		if !head && explain {
 			p("Processor time per request on the cold lines at c=16, in ms: the service process's; the database cluster's (every backend) and the load driver's (`bench/run`, which reads every answer) " +
 				"while the service was measured; the same two while the hand-written SQL was. **Sums' ratio** = the hand-written side's sum ÷ the service side's: " +
 				"what ×hand comes to when the two cores are busy, so what the database's and the driver's shares leave the service.\n\n")
+		}
+		if !head {
 			p("| Workload | Service | Database | Load driver | Service side | Database | Load driver | Hand-written side | Sums' ratio | ×hand |\n")
 			p("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 			head = true
@@ -404,6 +413,7 @@ func renderTimes(p func(string, ...any), s *dataSet, rows []row) {
 	if head {
 		p("\n")
 	}
+	return head
 }
 
 // ratioCell writes a ratio with two decimals, without decimals from 100 up (warm lines).

@@ -53,7 +53,7 @@ func TestRenderTimes(t *testing.T) {
 			Hand: measurement{Requests: 5, Elapsed: time.Second}, HandDB: ms(250), HandDriver: ms(50)},
 	}
 	var b strings.Builder
-	renderTimes(func(f string, a ...any) { fmt.Fprintf(&b, f, a...) }, s, rows)
+	renderTimes(func(f string, a ...any) { fmt.Fprintf(&b, f, a...) }, s, rows, true)
 	out := b.String()
 	// Service side 25 + 50 + 5 = 80 ms a request, hand-written 50 + 10 = 60: 0.75.
 	if want := "| heavy | 25.0 | 50.0 | 5.00 | 80.0 | 50.0 | 10.0 | 60.0 | 0.75 | 0.80 |"; !strings.Contains(out, want) {
@@ -61,6 +61,28 @@ func TestRenderTimes(t *testing.T) {
 	}
 	if strings.Contains(out, "| light |") {
 		t.Errorf("renderTimes wrote the c=%d line:\n%s", lightConc, out)
+	}
+}
+
+// The processor-time table's columns are explained once, under the first data set that has it.
+func TestRenderTimesExplainedOnce(t *testing.T) {
+	small, large := &dataSet{}, &dataSet{}
+	var rows []row
+	for _, s := range []*dataSet{small, large} {
+		rows = append(rows, row{Set: s, W: workload{Name: "heavy"}, Conc: 16, Svc: measurement{Requests: 1}, Hand: measurement{Requests: 1}})
+	}
+	var b strings.Builder
+	p := func(f string, a ...any) { fmt.Fprintf(&b, f, a...) }
+	explained := false
+	for _, s := range []*dataSet{small, large} {
+		explained = renderTimes(p, s, rows, !explained) || explained
+	}
+	out := b.String()
+	if n := strings.Count(out, "**Sums' ratio**"); n != 1 {
+		t.Errorf("the columns explained %d times, want once:\n%s", n, out)
+	}
+	if n := strings.Count(out, "| heavy |"); n != 2 {
+		t.Errorf("%d lines, want one per data set:\n%s", n, out)
 	}
 }
 
