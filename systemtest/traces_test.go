@@ -72,6 +72,23 @@ func spansOf(t *testing.T, rc *otlptest.Receiver, traceID string, n int) []otlpt
 	return out
 }
 
+// answeredSpans sends the GraphQL request req in trace traceID under the caller's span
+// parentID, requires an answer without errors, and returns the trace's spans once there are n,
+// and the same by name.
+func answeredSpans(t *testing.T, svc *servicetest.Service, rc *otlptest.Receiver, req *http.Request, traceID, parentID string, n int) ([]otlptest.Span, map[string][]otlptest.Span) {
+	t.Helper()
+	resp, body := tracedRequest(t, svc, req, traceID, parentID)
+	if resp.StatusCode != http.StatusOK || bytes.Contains(body, []byte(`"errors"`)) {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+	spans := spansOf(t, rc, traceID, n)
+	byName := map[string][]otlptest.Span{}
+	for _, s := range spans {
+		byName[s.Name] = append(byName[s.Name], s)
+	}
+	return spans, byName
+}
+
 func TestTraces(t *testing.T) {
 	t.Parallel()
 	db := servicetest.FixtureDB(t)
@@ -98,15 +115,7 @@ func TestTraces(t *testing.T) {
 			"operationName": "Counts",
 			"variables":     map[string]any{"v": values[1]},
 		})
-		resp, body := tracedRequest(t, svc, req, traceID, parentID)
-		if resp.StatusCode != http.StatusOK || bytes.Contains(body, []byte(`"errors"`)) {
-			t.Fatalf("%d %s", resp.StatusCode, body)
-		}
-		spans := spansOf(t, rc, traceID, 4)
-		byName := map[string][]otlptest.Span{}
-		for _, s := range spans {
-			byName[s.Name] = append(byName[s.Name], s)
-		}
+		spans, byName := answeredSpans(t, svc, rc, req, traceID, parentID, 4)
 		server := byName["POST /graphql"]
 		if len(server) != 1 {
 			t.Fatalf("want one server span POST /graphql, got spans %v", names(spans))
@@ -178,15 +187,7 @@ func TestTraces(t *testing.T) {
 	t.Run("GraphQL: a list asked alone, resolved without gqlgen's executor, has the same spans", func(t *testing.T) {
 		const traceID, parentID = "5cf92f3577b34da6a3ce929d0e0e4737", "01f067aa0ba902b8"
 		req := graphQLPost(t, svc, "/graphql", map[string]any{"query": `query Stations { station_resources { station_id resources { resource_id } } }`})
-		resp, body := tracedRequest(t, svc, req, traceID, parentID)
-		if resp.StatusCode != http.StatusOK || bytes.Contains(body, []byte(`"errors"`)) {
-			t.Fatalf("%d %s", resp.StatusCode, body)
-		}
-		spans := spansOf(t, rc, traceID, 3)
-		byName := map[string][]otlptest.Span{}
-		for _, s := range spans {
-			byName[s.Name] = append(byName[s.Name], s)
-		}
+		spans, byName := answeredSpans(t, svc, rc, req, traceID, parentID, 3)
 		server, op, statement := byName["POST /graphql"], byName["query Stations"], byName["station resources"]
 		if len(server) != 1 || len(op) != 1 || len(statement) != 1 {
 			t.Fatalf("want the server span, one GraphQL span 'query Stations' and one statement span 'station resources', got %v", names(spans))
