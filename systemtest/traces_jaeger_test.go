@@ -32,15 +32,18 @@ func jaegerRequest(t *testing.T, svc *servicetest.Service, jaeger *jaegertest.Ja
 	if resp, body := tracedRequest(t, svc, req, traceID, parentID); resp.StatusCode != http.StatusOK || bytes.Contains(body, []byte(`"errors"`)) {
 		t.Fatalf("%d %s", resp.StatusCode, body)
 	}
+	// The spans reach Jaeger in the batches they ended in: the statement's while the answer is
+	// made, the HTTP server span's once the answer was written. The whole trace is waited for.
 	var spans []jaegertest.Span
-	servicetest.WaitFor(t, 15*time.Second, "the trace in Jaeger with its statement span", func() bool {
+	servicetest.WaitFor(t, 15*time.Second, "the trace in Jaeger with its server, operation and statement spans", func() bool {
 		spans = jaeger.Trace(t, traceID)
+		var server, op, stmt bool
 		for _, s := range spans {
-			if s.Tags["db.system.name"] == "postgresql" {
-				return true
-			}
+			server = server || s.OperationName == "POST /serve/graphql"
+			op = op || s.OperationName == "query Report"
+			stmt = stmt || s.Tags["db.system.name"] == "postgresql"
 		}
-		return false
+		return server && op && stmt
 	})
 	return spans
 }
