@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"reflect"
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/vektah/gqlparser/v2/ast"
@@ -128,19 +127,6 @@ func (x *Executor) replay(ctx context.Context) *graphql.Response {
 	return responses(ctx)
 }
 
-// isNil says whether v is nil, or a nil slice or pointer in an interface: what gqlgen's
-// generated code takes for a null.
-func isNil(v any) bool {
-	if v == nil {
-		return true
-	}
-	switch rv := reflect.ValueOf(v); rv.Kind() {
-	case reflect.Slice, reflect.Pointer, reflect.Map:
-		return rv.IsNil()
-	}
-	return false
-}
-
 // outcome is what a root field's resolver did in a direct resolution that gqlgen then answers.
 type outcome struct {
 	field *ast.Field
@@ -225,7 +211,7 @@ func (x *Executor) resolveDirect(ctx context.Context, rc *graphql.OperationConte
 		return nil, replay
 	}
 	filled := place != nil && place.Filled()
-	if !filled || o.err != nil || isNil(o.res) {
+	if !filled || o.err != nil || o.res == nil { // gqlgen's own test for a null
 		return nil, o // gqlgen answers with what the resolver returned
 	}
 	if len(graphql.GetErrors(attempt)) > 0 || len(graphql.GetExtensions(attempt)) > 0 {
