@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync"
 	"testing"
 
 	"github.com/emsanalytics/emsquery/app/gqlpublic"
@@ -58,6 +59,28 @@ func TestDirectJSONResourcesFromDatabaseMatchGqlgen(t *testing.T) {
 		`{ station_resources { station_id station_name resources { resource_id } } }`,
 	}
 	t.Run("values", func(t *testing.T) { gqltest.CompareAnswers(t, es, queries) })
+	// The buffers a held list and its answer's envelope are made in are reused once the answer
+	// is written: answers made at the same time, of lists of different lengths, never mix.
+	t.Run("concurrent", func(t *testing.T) {
+		direct, plain := gqltest.Server(es, true), gqltest.Server(es, false)
+		want := make([][]byte, len(queries))
+		for i, q := range queries {
+			_, _, want[i] = gqltest.Answer(t, plain, fmt.Sprintf(`{"query": %q}`, q))
+		}
+		var wg sync.WaitGroup
+		for g := range 4 {
+			wg.Go(func() {
+				for n := range 15 * len(queries) {
+					i := (n*(g+1) + g) % len(queries)
+					if _, _, got := gqltest.Answer(t, direct, fmt.Sprintf(`{"query": %q}`, queries[i])); !gqltest.SameAnswer(got, want[i]) {
+						t.Errorf("query %s, asked with 3 others at once:\n%.500s\nwant\n%.500s", queries[i], got, want[i])
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+	})
 	// A NULL callsign, which the schema forbids but an ETL could write where the constraint is
 	// missing: the decoding path fails on it whether callsign is selected or not, and so does
 	// the raw path: an error answer while nothing was sent, a cut body after.

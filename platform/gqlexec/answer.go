@@ -213,6 +213,13 @@ func (a *answer) done() {
 	}
 }
 
+// envelopeSize is the size of the buffer write gathers an answer's envelope and small parts in
+// (envelopes): a part that does not fit is written from where it is.
+const envelopeSize = 16 << 10
+
+// envelopes are write's buffers, reused: each answer otherwise allocated one of its size.
+var envelopes = sync.Pool{New: func() any { b := make([]byte, 0, envelopeSize); return &b }}
+
 // errAnswerFailed is what write reports of an answer whose stream failed.
 var errAnswerFailed = errors.New("the answer failed while it was written")
 
@@ -245,12 +252,23 @@ func (a *answer) write(w ResponseWriter, resp *graphql.Response) error {
 		_, err = w.Write(b)
 		return err
 	}
+	// Once written (or failed), the parts' held JSON is no longer used: every writer copies.
+	defer func() {
+		for _, p := range parts {
+			gqljson.Release(p.chunks)
+		}
+	}()
 	if d := data.Bytes(); len(d) != len(resp.Data) || len(d) == 0 || &d[0] != &resp.Data[0] {
 		a.fail(w, parts[0], errPartsLost)
 		return errAnswerFailed
 	}
-	b := make([]byte, 0, min(len(resp.Data)+256, 64<<10))
-	b = append(b, '{')
+	buf := envelopes.Get().(*[]byte)
+	defer func() {
+		if cap(*buf) == envelopeSize {
+			envelopes.Put(buf)
+		}
+	}()
+	b := append((*buf)[:0], '{')
 	if len(resp.Errors) > 0 {
 		errs, err := json.Marshal(resp.Errors)
 		if err != nil {
@@ -282,16 +300,17 @@ func (a *answer) write(w ResponseWriter, resp *graphql.Response) error {
 		}
 	}
 	b = appendData(b, resp.Data[at:])
-	t, err := json.Marshal(tail{resp.Label, resp.Path, resp.HasNext, resp.Extensions})
-	if err != nil {
-		return err
-	}
-	if len(t) > 2 {
+	if resp.Label != "" || len(resp.Path) > 0 || resp.HasNext != nil || len(resp.Extensions) > 0 {
+		t, err := json.Marshal(tail{resp.Label, resp.Path, resp.HasNext, resp.Extensions})
+		if err != nil {
+			return err
+		}
 		b = append(append(b, ','), t[1:]...)
 	} else {
 		b = append(b, '}')
 	}
-	_, err = w.Write(b)
+	*buf = b[:0]
+	_, err := w.Write(b)
 	return err
 }
 

@@ -142,16 +142,41 @@ func NewList[T any](w *Writer, oc *graphql.OperationContext, fc *graphql.FieldCo
 }
 
 // begin starts the list's JSON, in a chunk as large as the field's last list (Writer.lastSize)
-// unless WriteTo gave it one.
+// unless WriteTo gave it one: a reused one (heldChunks) when that is small.
 func (l *List[T]) begin() {
 	if l.out.b == nil {
 		room := firstChunk
 		if l.size != nil {
 			room = min(max(room, int(l.size.Load())+int(l.size.Load())/8), chunkSize)
 		}
-		l.out.b = make([]byte, 0, room)
+		if room <= heldChunk {
+			l.out.b = (*heldChunks.Get().(*[]byte))[:0]
+		} else {
+			l.out.b = make([]byte, 0, room)
+		}
 	}
 	l.out.b = append(l.out.b, '[')
+}
+
+// heldChunk is the size of the chunks a held list (Fill) starts in when its field's last list
+// fitted: most lists held whole (the small dimension tables, a page) fit in one.
+const heldChunk = 16 << 10
+
+// heldChunks are held lists' first chunks, given back once their answer was written (Release):
+// a light question's list otherwise allocated its JSON's size on every request, the largest
+// part of what the collector had to reclaim.
+var heldChunks = sync.Pool{New: func() any { b := make([]byte, 0, heldChunk); return &b }}
+
+// Release gives back the chunks of JSON a list held (JSON) once nothing uses them any more:
+// the answer that holds them was written (every writer copies what it is given, as io.Writer
+// requires). A chunk that was not one of heldChunks' is left to the collector.
+func Release(chunks [][]byte) {
+	for _, c := range chunks {
+		if cap(c) == heldChunk {
+			c = c[:0]
+			heldChunks.Put(&c)
+		}
+	}
 }
 
 // streamChunks are the chunks of streamed lists (WriteTo), reused from one list to the next:
