@@ -88,7 +88,7 @@ const graphQLBodyHint = `send a JSON object such as {"query": "{ records_count {
 
 func readPost(c *fiber.Ctx) (*request, error) {
 	ct := c.Get(fiber.HeaderContentType)
-	if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != fiber.MIMEApplicationJSON {
+	if !isJSON(ct) {
 		if ct == "" {
 			return nil, &refusalError{fiber.StatusUnsupportedMediaType, "no Content-Type: send the request as application/json"}
 		}
@@ -103,12 +103,56 @@ func readPost(c *fiber.Ctx) (*request, error) {
 	if err != nil {
 		return nil, err
 	}
+	if r := decodePlainBody(body.Bytes()); r != nil {
+		body.Release()
+		return r, nil
+	}
 	p, err := decodeGraphQLBody(body.Bytes())
 	body.Release()
 	if err != nil {
 		return nil, err
 	}
 	return p.request()
+}
+
+// isJSON says whether the Content-Type ct is application/json, with parameters or not: the
+// usual header is compared as it is, without ParseMediaType's map of parameters.
+func isJSON(ct string) bool {
+	if strings.EqualFold(ct, fiber.MIMEApplicationJSON) {
+		return true
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	return err == nil && mt == fiber.MIMEApplicationJSON
+}
+
+// plainParams are the GraphQL-over-HTTP parameters of a body whose query and operationName are
+// strings (or null), as decodePlainBody reads them.
+type plainParams struct {
+	Query         string          `json:"query"`
+	OperationName string          `json:"operationName"`
+	Variables     json.RawMessage `json:"variables"`
+	Extensions    json.RawMessage `json:"extensions"`
+}
+
+// decodePlainBody is the request of body when one decoding gives it whole, as almost every
+// client sends it: a JSON object whose query and operationName are strings and whose variables
+// and extensions are objects (each may be null or absent). It is nil for any other body, which
+// decodeGraphQLBody then decodes again to say what is wrong: graphQLParams' raw values need a
+// second decoding of each string, a third of the light path's time in reading a request.
+func decodePlainBody(body []byte) *request {
+	var p plainParams
+	if json.Unmarshal(body, &p) != nil {
+		return nil
+	}
+	r := &request{Request: &gqlexec.Request{Query: p.Query, Operation: p.OperationName}}
+	var err error
+	if r.Variables, r.Vars, err = gqlexec.CanonicalObject(p.Variables); err != nil {
+		return nil
+	}
+	if r.Extensions, r.Ext, err = gqlexec.CanonicalObject(p.Extensions); err != nil {
+		return nil
+	}
+	return r
 }
 
 // graphQLParams are the GraphQL-over-HTTP parameters of a POST body, as sent.
