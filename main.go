@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/emsanalytics/emsquery/platform/config"
+	"github.com/emsanalytics/emsquery/platform/heapfloor"
 	"github.com/emsanalytics/emsquery/platform/otel"
 )
 
@@ -46,6 +47,7 @@ func run() int {
 	if *healthcheck {
 		return probe(cfg)
 	}
+	defer heapfloor.Start(heapFloorOptions(cfg.App))()
 	srv, cleanup, err := initService(cfg, otel.Service{Name: "emsquery", Version: version})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "emsquery: cannot start:", err)

@@ -15,6 +15,7 @@ import (
 	"github.com/emsanalytics/emsquery/platform/database"
 	"github.com/emsanalytics/emsquery/platform/follow"
 	"github.com/emsanalytics/emsquery/platform/gqllive"
+	"github.com/emsanalytics/emsquery/platform/heapfloor"
 	"github.com/emsanalytics/emsquery/platform/keyset"
 	"github.com/emsanalytics/emsquery/platform/logging"
 	"github.com/emsanalytics/emsquery/platform/otel"
@@ -22,6 +23,11 @@ import (
 
 // The settings reach the packages one way: here, each section of config is translated into the
 // options struct that the package using it declares; no package below the root reads config.
+
+// heapFloorOptions: APP__HEAP_FLOOR.
+func heapFloorOptions(a config.App) heapfloor.Options {
+	return heapfloor.Options{Floor: int64(a.HeapFloor)}
+}
 
 func recordLimits(l config.Limits) records.Limits {
 	return records.Limits{Columns: int(l.Columns), Filters: int(l.Filters), FilterValues: int(l.FilterValues)}

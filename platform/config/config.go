@@ -111,6 +111,8 @@ type App struct {
 	HealthChecksEnabled Switch   `env:"APP__HEALTH_CHECKS_ENABLED" env-default:"true"`
 	MaxBodyBytes        Bytes    `env:"APP__MAX_BODY_BYTES" env-default:"1048576"`
 	ShutdownTimeout     Seconds  `env:"APP__SHUTDOWN_TIMEOUT" env-default:"30"`
+	// HeapFloor is the least the heap grows by between two garbage collections (platform/heapfloor).
+	HeapFloor HeapFloor `env:"APP__HEAP_FLOOR" env-default:"16777216"`
 	// TrustedProxies are the proxies (addresses or CIDR prefixes) whose X-Forwarded-For or
 	// Forwarded names the client: per-address limits and the access log count that client.
 	TrustedProxies Proxies `env:"APP__TRUSTED_PROXIES" env-default:"[]"`

@@ -142,6 +142,18 @@ func (b *Bytes) SetValue(s string) error {
 	return nil
 }
 
+// HeapFloor is APP__HEAP_FLOOR: a number of bytes, 0 (off) or up to 64 GiB.
+type HeapFloor int64
+
+func (f *HeapFloor) SetValue(s string) error {
+	n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
+	if err != nil || n < 0 || n > 64<<30 {
+		return fmt.Errorf("%q is not a number of bytes from 0 (off) to 68719476736", s)
+	}
+	*f = HeapFloor(n)
+	return nil
+}
+
 // Seconds is a duration given in (possibly fractional) seconds, as the specification's
 // settings are.
 type Seconds time.Duration
