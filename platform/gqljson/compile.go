@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unsafe"
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/vektah/gqlparser/v2/ast"
@@ -157,6 +158,9 @@ func (c compiler) value(t *ast.Type, sel ast.SelectionSet, gt reflect.Type) (enc
 	if t.Elem != nil {
 		if gt.Kind() != reflect.Slice {
 			return nil, false
+		}
+		if fields, ok := c.valueStruct(t.Elem, sel, gt.Elem()); ok {
+			return structList(fields, gt.Elem().Size(), t.NonNull), true
 		}
 		elem, ok := c.value(t.Elem, sel, gt.Elem())
 		if !ok {
@@ -315,4 +319,89 @@ func structField(gt reflect.Type, name string) (int, bool) {
 		}
 	}
 	return 0, false
+}
+
+// offsetField is a field of a struct written from its offset in the struct: a built-in scalar
+// held by value (Int, String or Boolean), or __typename (lit).
+type offsetField struct {
+	key  []byte // as fieldEncoder's
+	lit  []byte // __typename's value; nil for a value
+	off  uintptr
+	kind reflect.Kind
+}
+
+// valueStruct compiles the selection sel of an object type t held as the struct type gt when
+// every field it selects is a built-in scalar held by value (or __typename): such an element
+// cannot be null, and its fields are read at their offsets (structList).
+func (c compiler) valueStruct(t *ast.Type, sel ast.SelectionSet, gt reflect.Type) ([]offsetField, bool) {
+	def := c.w.schema.Types[t.NamedType]
+	if t.Elem != nil || def == nil || def.Kind != ast.Object || gt.Kind() != reflect.Struct || !isPlain(gt) {
+		return nil, false
+	}
+	encs, ok := c.fields(def, sel, gt)
+	if !ok {
+		return nil, false
+	}
+	fields := make([]offsetField, len(encs))
+	for i, f := range encs {
+		fields[i] = offsetField{key: f.key, lit: f.lit}
+		if f.enc == nil {
+			continue
+		}
+		sf := gt.Field(f.index)
+		switch k := sf.Type.Kind(); {
+		case !f.scalar:
+			return nil, false
+		case k == reflect.Int || k == reflect.Int32 || k == reflect.Int64 || k == reflect.String || k == reflect.Bool:
+			// fields checked that the GraphQL scalar is the one this kind is written as
+			fields[i].off, fields[i].kind = sf.Offset, k
+		default:
+			return nil, false
+		}
+	}
+	return fields, true
+}
+
+// structList writes a slice of structs of size bytes each, every one with fields, as a list:
+// each field read at its offset from the slice's array, without a reflect.Value per element
+// and per field (a nested list of a few hundred elements cost a light question several µs so).
+func structList(fields []offsetField, size uintptr, nonNull bool) encoder {
+	return func(b []byte, v reflect.Value) ([]byte, bool) {
+		if v.IsNil() && !nonNull { // gqlgen writes a nil slice of a non-null list as []
+			return append(b, "null"...), true
+		}
+		b = append(b, '[')
+		n := v.Len()
+		var base unsafe.Pointer
+		if n > 0 {
+			base = v.UnsafePointer()
+		}
+		for i := range n {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			p := unsafe.Add(base, uintptr(i)*size)
+			b = append(b, '{')
+			for j := range fields {
+				f := &fields[j]
+				b = append(b, f.key...)
+				switch f.kind {
+				case reflect.Int:
+					b = strconv.AppendInt(b, int64(*(*int)(unsafe.Add(p, f.off))), 10)
+				case reflect.Int32:
+					b = strconv.AppendInt(b, int64(*(*int32)(unsafe.Add(p, f.off))), 10)
+				case reflect.Int64:
+					b = strconv.AppendInt(b, *(*int64)(unsafe.Add(p, f.off)), 10)
+				case reflect.String:
+					b = jsonscalar.AppendString(b, *(*string)(unsafe.Add(p, f.off)))
+				case reflect.Bool:
+					b = strconv.AppendBool(b, *(*bool)(unsafe.Add(p, f.off)))
+				default:
+					b = append(b, f.lit...)
+				}
+			}
+			b = append(b, '}')
+		}
+		return append(b, ']'), true
+	}
 }
