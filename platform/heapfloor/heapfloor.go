@@ -10,8 +10,9 @@
 // percent being larger than the floor anyway.
 //
 // After each collection the percent is set so that the next one comes when the heap has grown
-// by max(GOGC percent of the live heap, the floor). GOMEMLIMIT still applies: near it, the
-// collector runs as often as it must.
+// by max(GOGC percent of the live heap, the floor): as soon as the runtime runs the cleanup that
+// a collection triggers (runtime.AddCleanup), the previous percent applying until then.
+// GOMEMLIMIT still applies: near it, the collector runs as often as it must.
 package heapfloor
 
 import (
