@@ -182,9 +182,8 @@ var stationResourceFormats = []int16{pgx.BinaryFormatCode, pgx.BinaryFormatCode,
 
 // EachStationResources hands each station with its resources to fn as EachResource does: the
 // StationResources, its Resources slice and the bytes of its StationName are reused for the next
-// row. A NULL where the
-// schema has none (a station's id or name, a resource_id) is an error, as pgx's scan into the
-// Go types would make it.
+// row. A NULL where the schema has none (a station's id or name, a resource_id) is an error, as
+// pgx's scan into the Go types would make it.
 func (r *Repository) EachStationResources(ctx context.Context, fn func(*StationResources) bool) (bool, error) {
 	var (
 		st  = StationResources{Resources: []StationResource{}} // never nil: the list is non-null

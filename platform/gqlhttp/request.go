@@ -145,11 +145,7 @@ func decodePlainBody(body []byte) *request {
 		return nil
 	}
 	r := &request{Request: &gqlexec.Request{Query: p.Query, Operation: p.OperationName}}
-	var err error
-	if r.Variables, r.Vars, err = gqlexec.CanonicalObject(p.Variables); err != nil {
-		return nil
-	}
-	if r.Extensions, r.Ext, err = gqlexec.CanonicalObject(p.Extensions); err != nil {
+	if r.objects(p.Variables, p.Extensions) != nil {
 		return nil
 	}
 	return r
@@ -258,14 +254,22 @@ func (p graphQLParams) request() (*request, error) {
 			}
 		}
 	}
-	var err error
-	if r.Variables, r.Vars, err = gqlexec.CanonicalObject(p.Variables); err != nil {
-		return nil, errors.New("variables must be a JSON object")
-	}
-	if r.Extensions, r.Ext, err = gqlexec.CanonicalObject(p.Extensions); err != nil {
-		return nil, errors.New("extensions must be a JSON object")
+	if err := r.objects(p.Variables, p.Extensions); err != nil {
+		return nil, err
 	}
 	return r, nil
+}
+
+// objects sets r's variables and extensions, and their canonical forms, from their JSON.
+func (r *request) objects(variables, extensions json.RawMessage) error {
+	var err error
+	if r.Variables, r.Vars, err = gqlexec.CanonicalObject(variables); err != nil {
+		return errors.New("variables must be a JSON object")
+	}
+	if r.Extensions, r.Ext, err = gqlexec.CanonicalObject(extensions); err != nil {
+		return errors.New("extensions must be a JSON object")
+	}
+	return nil
 }
 
 // refuse answers with a GraphQL errors body whose code is BAD_USER_INPUT.
