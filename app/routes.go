@@ -22,29 +22,7 @@ import (
 
 func (s *Server) routes(limits GraphQLLimits, db *database.DB, checker *auth.Checker, graphs GraphQLEndpoints, cache *answercache.Cache, streams *gqllive.Streams, streamed keyslots.StreamedAnswers, export reports.ExportHandler) {
 	f, cfg := s.fiber, s.cfg
-	// First the client's address, then the trace, so that everything after it (the access line
-	// too) has both.
-	f.Use(clientAddress(s.clients))
-	f.Use(s.traceRequests(s.tracer))
-	if rp := cfg.RootPath; rp != "" {
-		f.Use(stripRootPath(rp))
-	}
-	f.Use(s.metrics.handler)
-	f.Use(saneRequestID, requestid.New(requestid.Config{Generator: utils.UUIDv4}), requestContext, accessLog(s.log))
-	f.Use(recover.New(recover.Config{EnableStackTrace: true, StackTraceHandler: recovered(s.log)}))
-	if cfg.CORSEnabled {
-		f.Use(cors.New(cors.Config{
-			AllowOrigins: strings.Join(cfg.CORSAllowOrigins, ","),
-			AllowMethods: "GET,POST,OPTIONS",
-			// A dashboard in the browser revalidates (If-None-Match, ETag), backs off when told
-			// (Retry-After), continues its own traces (traceparent) and shows what the cache did.
-			AllowHeaders: strings.Join([]string{checker.Header(), auth.ExportHeader, fiber.HeaderContentType, fiber.HeaderAccept, fiber.HeaderXRequestID,
-				fiber.HeaderIfNoneMatch, "traceparent", "tracestate"}, ","),
-			ExposeHeaders: strings.Join([]string{fiber.HeaderXRequestID, fiber.HeaderContentDisposition, answercache.HeaderCacheStatus,
-				fiber.HeaderETag, fiber.HeaderRetryAfter}, ","),
-			MaxAge: 600,
-		}))
-	}
+	s.middleware(checker.Header())
 
 	f.Get("/v1/ping", ping)
 	if cfg.HealthChecksEnabled {
@@ -74,4 +52,33 @@ func (s *Server) routes(limits GraphQLLimits, db *database.DB, checker *auth.Che
 	// The modules' REST routes: the key check, then the client watch (an export's own limit is
 	// LIMITS__EXPORT_TIMEOUT, which the module applies).
 	f.Get(reports.ExportPath, checker.Require(auth.ScopeExport, restRefusal), clientwatch.Watched(fiber.Handler(export)))
+}
+
+// middleware installs what every route runs before its own handlers. keyHeader is the header
+// that carries the API key, which CORS lets a browser send.
+func (s *Server) middleware(keyHeader string) {
+	f, cfg := s.fiber, s.cfg
+	// First the client's address, then the trace, so that everything after it (the access line
+	// too) has both.
+	f.Use(clientAddress(s.clients))
+	f.Use(s.traceRequests(s.tracer))
+	if rp := cfg.RootPath; rp != "" {
+		f.Use(stripRootPath(rp))
+	}
+	f.Use(s.metrics.handler)
+	f.Use(saneRequestID, requestid.New(requestid.Config{Generator: utils.UUIDv4}), requestContext, accessLog(s.log))
+	f.Use(recover.New(recover.Config{EnableStackTrace: true, StackTraceHandler: recovered(s.log)}))
+	if cfg.CORSEnabled {
+		f.Use(cors.New(cors.Config{
+			AllowOrigins: strings.Join(cfg.CORSAllowOrigins, ","),
+			AllowMethods: "GET,POST,OPTIONS",
+			// A dashboard in the browser revalidates (If-None-Match, ETag), backs off when told
+			// (Retry-After), continues its own traces (traceparent) and shows what the cache did.
+			AllowHeaders: strings.Join([]string{keyHeader, auth.ExportHeader, fiber.HeaderContentType, fiber.HeaderAccept, fiber.HeaderXRequestID,
+				fiber.HeaderIfNoneMatch, "traceparent", "tracestate"}, ","),
+			ExposeHeaders: strings.Join([]string{fiber.HeaderXRequestID, fiber.HeaderContentDisposition, answercache.HeaderCacheStatus,
+				fiber.HeaderETag, fiber.HeaderRetryAfter}, ","),
+			MaxAge: 600,
+		}))
+	}
 }

@@ -8,8 +8,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -191,19 +193,30 @@ func stop(t *testing.T, svc *servicetest.Service) {
 // logFiles returns the contents of every file in dir by name.
 func logFiles(t *testing.T, dir string) map[string][]byte {
 	t.Helper()
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	files := map[string][]byte{}
-	for _, e := range entries {
-		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+	// A rotation renames the current file: one listed may be gone when it is read. The lines
+	// are written in batches, so rotations come in bursts; list again until a listing reads.
+	for attempt := 0; ; attempt++ {
+		entries, err := os.ReadDir(dir)
 		if err != nil {
 			t.Fatal(err)
 		}
-		files[e.Name()] = b
+		files, renamed := map[string][]byte{}, false
+		for _, e := range entries {
+			b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+			if errors.Is(err, fs.ErrNotExist) && attempt < 50 {
+				renamed = true
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			files[e.Name()] = b
+		}
+		if !renamed {
+			return files
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
-	return files
 }
 
 // assertNoSecret fails when any log file or the process output contains one of the secrets.

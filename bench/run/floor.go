@@ -30,7 +30,7 @@ import (
 // as the body: no GraphQL, no JSON, no key, no log, no metrics. Its ratio to the hand-written SQL
 // is the most any service could score on the line; the service's ratio beside it says how much
 // of that it gives away. Measured on the light lines at concurrency 1 (the light target's), as a
-// fourth side of the line's alternating slices.
+// fourth side of the line's rounds, its slice next to the service's (sliceOrder).
 
 // floorSpec is what the bare server is told, in a file (-serve-floor path).
 type floorSpec struct {

@@ -334,14 +334,18 @@ func measure(ctx context.Context, bin, tmp string, s *dataSet, w workload, conc 
 	if longest > 0 {
 		rounds = max(min(o.rounds, minRounds), min(rounds, int(o.duration/(4*longest))))
 	}
+	if len(sides) > 3 {
+		rounds = max(rounds, floorRounds)
+	}
 	slice := o.duration / time.Duration(rounds)
-	// The service's rate over the bare server's within each round, whose two slices ran back to
-	// back: the light path's figure is their median, which a burst of other work on the shared
-	// machine moves less than it moves the two sums.
+	// The service's rate over the bare server's within each round, whose two slices run back to
+	// back, first one then the other: the light path's figure is their median, which a burst of
+	// other work on the shared machine moves less than it moves the two sums.
 	var floorRatios []float64
 	for i := range rounds {
-		var svcRPS float64
-		for j, sd := range sides {
+		var svcRPS, floorRPS float64
+		for _, j := range sliceOrder(len(sides), i) {
+			sd := sides[j]
 			var profiled chan error
 			if j == 0 && o.profile != "" && i == 0 {
 				profiled = make(chan error, 1)
@@ -377,11 +381,11 @@ func measure(ctx context.Context, bin, tmp string, s *dataSet, w workload, conc 
 					return r, err
 				}
 			}
-			if j == 0 {
+			switch j {
+			case 0:
 				svcRPS = m.RPS()
-			}
-			if j == 3 && m.RPS() > 0 {
-				floorRatios = append(floorRatios, svcRPS/m.RPS())
+			case 3:
+				floorRPS = m.RPS()
 			}
 			if i == 0 {
 				sd.m = m
@@ -391,6 +395,9 @@ func measure(ctx context.Context, bin, tmp string, s *dataSet, w workload, conc 
 			if ctx.Err() != nil {
 				return r, ctx.Err()
 			}
+		}
+		if floorRPS > 0 {
+			floorRatios = append(floorRatios, svcRPS/floorRPS)
 		}
 	}
 	r.Svc, r.Hand, r.Capt, r.SvcCPU = sides[0].m, sides[1].m, sides[2].m, sides[0].cpu
@@ -420,6 +427,25 @@ func otherTimes(postmaster int) (processTimes, error) {
 		return processTimes{}, err
 	}
 	return processTimes{db: time.Duration(db) * procstat.Tick, driver: self.CPU()}, nil
+}
+
+// floorRounds is the fewest rounds of a light line measured against the bare server: slices
+// of 125 ms at make bench's 2 s, each long enough for hundreds of light requests, and short
+// enough that the service's slice and the bare server's next to it see the same machine.
+const floorRounds = 16
+
+// sliceOrder is the order in which round i measures n sides (0 the service, 1 the hand-written
+// SQL, 2 the captured SQL, 3 the bare server). The bare server's slice is next to the
+// service's, before it in every other round, so that neither always follows the same side.
+func sliceOrder(n, i int) []int {
+	switch {
+	case n <= 3:
+		return []int{0, 1, 2}[:n]
+	case i%2 == 0:
+		return []int{0, 3, 1, 2}
+	default:
+		return []int{3, 0, 1, 2}
+	}
 }
 
 // minRounds is the fewest slices a side of a cold line is measured in, alternating with the

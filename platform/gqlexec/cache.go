@@ -48,9 +48,9 @@ type cachedDoc struct {
 	measures sync.Map // *ast.OperationDefinition -> measure
 }
 
-// measure is what queryLimits measured of an operation: the depth of its fields and gqlgen's
-// complexity.
-type measure struct{ depth, complexity int }
+// measure is what queryLimits measured of an operation: the depth of its fields, gqlgen's
+// complexity and how many root fields it executes (when LIMITS__MAX_ROOT_FIELDS is set).
+type measure struct{ depth, complexity, rootFields int }
 
 var _ graphql.Cache[*ast.QueryDocument] = queryCache{}
 

@@ -246,8 +246,9 @@ func validationRules(query string) *rules.Rules {
 }
 
 // MutateOperationContext checks the validated operation a request runs. The depth of its
-// fields and gqlgen's complexity (a walk of the whole selection, about 10 µs for a light
-// question) are measured once for an operation without variables, and kept with its document.
+// fields, gqlgen's complexity (a walk of the whole selection, about 10 µs for a light question)
+// and its root fields are measured once for an operation without variables (whose @skip and
+// @include can only hold literals), and kept with its document.
 func (q *queryLimits) MutateOperationContext(ctx context.Context, opCtx *graphql.OperationContext) *gqlerror.Error {
 	op := opCtx.Operation
 	m, keep, ok := q.cache.measured(ctx, opCtx.RawQuery, opCtx.Doc, op)
@@ -255,6 +256,9 @@ func (q *queryLimits) MutateOperationContext(ctx context.Context, opCtx *graphql
 		m.depth = queryDepth(opCtx.Doc, op.SelectionSet)
 		if m.depth <= q.maxDepth {
 			m.complexity = complexity.Calculate(ctx, q.es, op, opCtx.Variables)
+		}
+		if q.maxRootFields > 0 {
+			m.rootFields = q.rootFields(opCtx)
 		}
 		keep(m)
 	}
@@ -266,7 +270,7 @@ func (q *queryLimits) MutateOperationContext(ctx context.Context, opCtx *graphql
 			m.complexity, q.maxComplexity, rootFieldComplexity)
 	}
 	if q.maxRootFields > 0 {
-		if n := q.rootFields(opCtx); n > q.maxRootFields {
+		if n := m.rootFields; n > q.maxRootFields {
 			return refusal("the operation has %d root fields; LIMITS__MAX_ROOT_FIELDS=%d allows at most that many per request (an alias or a fragment's field counts as one); split the query",
 				n, q.maxRootFields)
 		}
