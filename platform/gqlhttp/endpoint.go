@@ -47,7 +47,8 @@ func New(es graphql.ExecutableSchema, o Options) *Endpoint {
 	return &Endpoint{
 		tables: tables,
 		route:  o.Route, exec: exec, cache: o.Cache, timeout: o.RequestTimeout, timedOut: o.TimedOut,
-		live: gqllive.NewEndpoint(o.Streams, o.Route, exec, o.Cache, o.RequestTimeout, o.TimedOut, tables.tablesOf),
+		live:   gqllive.NewEndpoint(o.Streams, o.Route, exec, o.Cache, o.RequestTimeout, o.TimedOut, tables.tablesOf),
+		bodies: newPlainBodies(),
 	}
 }
 
@@ -86,6 +87,8 @@ type Endpoint struct {
 	timedOut error
 	// live answers the endpoint's subscriptions (platform/gqllive).
 	live *gqllive.Endpoint
+	// bodies are the requests of recent POST bodies.
+	bodies *plainBodies
 }
 
 // Handlers are the Fiber handlers of the endpoint, auth being the key check: every response,
@@ -104,7 +107,7 @@ func cacheStatus(c *fiber.Ctx) error {
 }
 
 func (e *Endpoint) serve(c *fiber.Ctx) error {
-	r, err := readRequest(c)
+	r, err := readRequest(c, e.bodies)
 	if r == nil || err != nil {
 		return err
 	}

@@ -11,8 +11,10 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/gofiber/fiber/v2"
+	lru "github.com/hashicorp/golang-lru/v2"
 
 	"github.com/emsanalytics/emsquery/platform/apierr"
 	"github.com/emsanalytics/emsquery/platform/gqlexec"
@@ -35,7 +37,7 @@ type request struct {
 // be read (over APP__MAX_BODY_BYTES, not whole within APP__READ_TIMEOUT, cut) is not answered
 // here: its error (a *fiber.Error) is returned, for the server's error handler, which answers
 // as it does when the HTTP layer itself refuses a request.
-func readRequest(c *fiber.Ctx) (*request, error) {
+func readRequest(c *fiber.Ctx, bodies *plainBodies) (*request, error) {
 	start := time.Now()
 	var (
 		r   *request
@@ -43,7 +45,7 @@ func readRequest(c *fiber.Ctx) (*request, error) {
 	)
 	switch c.Method() {
 	case fiber.MethodPost:
-		r, err = readPost(c)
+		r, err = readPost(c, bodies)
 	case fiber.MethodGet:
 		r, err = readGet(c)
 	default:
@@ -86,7 +88,7 @@ func (e *refusalError) Error() string { return e.msg }
 
 const graphQLBodyHint = `send a JSON object such as {"query": "{ records_count { count } }", "variables": {}}`
 
-func readPost(c *fiber.Ctx) (*request, error) {
+func readPost(c *fiber.Ctx, bodies *plainBodies) (*request, error) {
 	ct := c.Get(fiber.HeaderContentType)
 	if !isJSON(ct) {
 		if ct == "" {
@@ -103,7 +105,7 @@ func readPost(c *fiber.Ctx) (*request, error) {
 	if err != nil {
 		return nil, err
 	}
-	if r := decodePlainBody(body.Bytes()); r != nil {
+	if r := bodies.request(body.Bytes()); r != nil {
 		body.Release()
 		return r, nil
 	}
@@ -147,6 +149,66 @@ func decodePlainBody(body []byte) *request {
 	r := &request{Request: &gqlexec.Request{Query: p.Query, Operation: p.OperationName}}
 	if r.objects(p.Variables, p.Extensions) != nil {
 		return nil
+	}
+	return r
+}
+
+// plainBodies keeps the query and operation name of recent bodies that have neither variables
+// nor extensions, by their bytes: a dashboard sends the same few bodies over and over, and
+// decoding one (encoding/json, a few microseconds) was the larger part of reading a light
+// request. A body of another kind, or longer than maxKeptBody, is decoded each time. At most
+// keptBodies entries of at most twice maxKeptBody bytes each (the body and its query): under
+// 5 MiB, whatever the callers send.
+type plainBodies struct {
+	kept *lru.Cache[string, plainRequest]
+}
+
+// plainRequest is what a kept body asks: a request without variables or extensions, which
+// the body may give as empty objects.
+type plainRequest struct {
+	query, operation     string
+	emptyVars, emptyExts bool
+}
+
+// request is a new request for p, as decodePlainBody gives it (an empty object a map of its
+// own).
+func (p plainRequest) request() *request {
+	r := &request{Request: &gqlexec.Request{Query: p.query, Operation: p.operation}}
+	if p.emptyVars {
+		r.Variables = map[string]any{}
+	}
+	if p.emptyExts {
+		r.Extensions = map[string]any{}
+	}
+	return r
+}
+
+const (
+	keptBodies  = 1024
+	maxKeptBody = 2 << 10
+)
+
+func newPlainBodies() *plainBodies {
+	kept, err := lru.New[string, plainRequest](keptBodies)
+	if err != nil {
+		panic(err) // only for a size below 1
+	}
+	return &plainBodies{kept: kept}
+}
+
+// request is the request of body when decodePlainBody gives it, from the kept bodies when it
+// was decoded before; nil when decodePlainBody gives none.
+func (b *plainBodies) request(body []byte) *request {
+	if len(body) > maxKeptBody {
+		return decodePlainBody(body)
+	}
+	// A view of the body for the lookup only; a kept key is a copy.
+	if p, ok := b.kept.Get(unsafe.String(unsafe.SliceData(body), len(body))); ok {
+		return p.request()
+	}
+	r := decodePlainBody(body)
+	if r != nil && len(r.Variables) == 0 && len(r.Extensions) == 0 {
+		b.kept.Add(string(body), plainRequest{query: r.Query, operation: r.Operation, emptyVars: r.Variables != nil, emptyExts: r.Extensions != nil})
 	}
 	return r
 }

@@ -2,6 +2,8 @@ package gqlhttp
 
 import (
 	"reflect"
+	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -49,5 +51,50 @@ func TestPlainBodyIsTheRequestOfTheFullDecoding(t *testing.T) {
 		case !reflect.DeepEqual(plain, full):
 			t.Errorf("%s: read as\n%+v\nwhere the full decoding reads\n%+v", body, *plain.Request, *full.Request)
 		}
+	}
+}
+
+// A body asked again is the request its decoding gives, with maps of its own; only bodies
+// without variables or extensions, of at most maxKeptBody bytes, are kept, at most keptBodies
+// of them; a kept body is a copy of the bytes it was read from.
+func TestKeptBodiesAreTheirDecoding(t *testing.T) {
+	b := newPlainBodies()
+	long := `{"query":"{ a }","pad":"` + strings.Repeat("x", maxKeptBody) + `"}`
+	for body, kept := range map[string]bool{
+		`{"query":"{ resources { sk_resource } }"}`:                                    true,
+		`{"query":"query Q { a }","operationName":"Q","variables":{},"extensions":{}}`: true,
+		`{"query":"{ a }","operationName":null,"variables":null,"extensions":null}`:    true,
+		`{"query":"{ a }","variables":{}}`:                                             true,
+		`{"query":"query Q($n: Int) { a(n: $n) }","variables":{"n":1}}`:                false,
+		`{"query":"{ a }","extensions":{"persistedQuery":{"version":1}}}`:              false,
+		long:          false,
+		`{"query":1}`: false,
+	} {
+		want := decodePlainBody([]byte(body))
+		for asked := range 3 {
+			buf := []byte(body)
+			got := b.request(buf)
+			copy(buf, strings.Repeat("#", len(buf))) // the caller's buffer is reused
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("%.80s, asked %d times: %+v, want %+v", body, asked+1, got, want)
+			}
+			if got != nil {
+				if got.Variables != nil {
+					got.Variables["changed"] = true // the next request's map is its own
+				}
+				if got.Extensions != nil {
+					got.Extensions["changed"] = true
+				}
+			}
+		}
+		if _, ok := b.kept.Peek(body); ok != kept {
+			t.Errorf("%.80s: kept %v, want %v", body, ok, kept)
+		}
+	}
+	for i := range 2 * keptBodies {
+		b.request([]byte(`{"query":"{ a` + strconv.Itoa(i) + ` }"}`))
+	}
+	if n := b.kept.Len(); n > keptBodies {
+		t.Errorf("%d bodies kept, want at most %d", n, keptBodies)
 	}
 }
