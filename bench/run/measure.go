@@ -346,6 +346,12 @@ func measure(ctx context.Context, bin, tmp string, s *dataSet, w workload, conc 
 		var svcRPS, floorRPS float64
 		for _, j := range sliceOrder(len(sides), i) {
 			sd := sides[j]
+			if len(sides) > 3 {
+				// A process idle through the other sides' slices starts its own cold (caches,
+				// the runtime's idle threads), and more so the larger one: on slices this short
+				// that start would weigh on the service's figure, not its cost per request.
+				closedLoop(ctx, conc, sliceWarmUp, sd.do)
+			}
 			var profiled chan error
 			if j == 0 && o.profile != "" && i == 0 {
 				profiled = make(chan error, 1)
@@ -430,9 +436,13 @@ func otherTimes(postmaster int) (processTimes, error) {
 }
 
 // floorRounds is the fewest rounds of a light line measured against the bare server: slices
-// of 125 ms at make bench's 2 s, each long enough for hundreds of light requests, and short
-// enough that the service's slice and the bare server's next to it see the same machine.
-const floorRounds = 16
+// of 250 ms at make bench's 2 s, each long enough for hundreds of light requests, and short
+// enough that the service's slice and the bare server's next to it see the same machine. Each
+// slice of such a line follows sliceWarmUp of the same requests, not measured.
+const (
+	floorRounds = 8
+	sliceWarmUp = 25 * time.Millisecond
+)
 
 // sliceOrder is the order in which round i measures n sides (0 the service, 1 the hand-written
 // SQL, 2 the captured SQL, 3 the bare server). The bare server's slice is next to the
