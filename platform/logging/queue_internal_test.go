@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unsafe"
@@ -19,11 +20,14 @@ type recordingWriter struct {
 	writes []int
 	delay  time.Duration
 	gate   chan struct{}
+	gated  chan struct{} // closed when a write first waits for gate
+	once   sync.Once
 }
 
 func (r *recordingWriter) Write(p []byte) (int, error) {
 	time.Sleep(r.delay)
 	if r.gate != nil {
+		r.once.Do(func() { close(r.gated) })
 		<-r.gate
 	}
 	r.mu.Lock()
@@ -137,44 +141,42 @@ func TestQueueFlushesByItself(t *testing.T) {
 	}
 }
 
-// While the output does not take writes, at most maxQueue records wait in memory: the loggers
-// past that wait, and every record arrives once the output takes writes again.
+// While the output does not take writes, at most maxQueue records wait besides the batch being
+// written: the loggers past that wait, and every record arrives once the output takes writes
+// again.
 func TestQueueBoundsWaitingRecords(t *testing.T) {
-	out := &recordingWriter{gate: make(chan struct{})}
+	out := &recordingWriter{gate: make(chan struct{}), gated: make(chan struct{})}
 	const maxQueue = 10
 	log, q := queuedLogger(out, 0, maxQueue)
-	var logged sync.WaitGroup
+	var (
+		logged  sync.WaitGroup
+		entered atomic.Int64
+	)
 	const loggers, each = 4, 50
 	for g := range loggers {
 		logged.Go(func() {
 			for i := range each {
 				log.Info("r", "g", g, "i", i)
+				entered.Add(1)
 			}
 		})
 	}
-	// The formatter takes one batch and blocks writing it; the loggers fill the queue behind it.
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		q.mu.Lock()
-		n := len(q.pending)
-		q.mu.Unlock()
-		if n > maxQueue {
-			t.Fatalf("%d records waiting, more than %d", n, maxQueue)
-		}
-		if n == maxQueue {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the queue did not fill up: %d records waiting", n)
-		}
-		time.Sleep(time.Millisecond)
+	// The formatter takes a batch and blocks writing it; the loggers fill the queue behind it,
+	// then wait.
+	select {
+	case <-out.gated:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no write reached the output")
 	}
-	time.Sleep(20 * time.Millisecond) // the loggers are waiting, not queueing
+	time.Sleep(50 * time.Millisecond)
 	q.mu.Lock()
 	n := len(q.pending)
 	q.mu.Unlock()
-	if n != maxQueue {
-		t.Fatalf("%d records waiting while the output is stuck, want %d", n, maxQueue)
+	if n > maxQueue {
+		t.Fatalf("%d records waiting, more than %d", n, maxQueue)
+	}
+	if e := entered.Load(); e > 2*maxQueue {
+		t.Fatalf("%d records taken while the output is stuck, more than the batch and the queue (%d)", e, 2*maxQueue)
 	}
 	close(out.gate)
 	logged.Wait()
