@@ -144,9 +144,11 @@ func insertDuringSleep(ctx context.Context, c *pgtest.Cluster, name string) erro
 	defer conn.Close(ctx)
 	for deadline := time.Now().Add(10 * time.Second); ; {
 		var sleeping bool
+		// Waiting in pg_sleep, not only parsed: a pipelined batch's statements are parsed before
+		// the first runs, and a Parse already shows its text as the active query.
 		if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
 			WHERE datname = current_database() AND pid <> pg_backend_pid() AND state = 'active'
-			AND query LIKE 'SELECT pg_sleep(0.8)%')`).Scan(&sleeping); err != nil {
+			AND query LIKE 'SELECT pg_sleep(0.8)%' AND wait_event = 'PgSleep')`).Scan(&sleeping); err != nil {
 			return err
 		}
 		if sleeping {
