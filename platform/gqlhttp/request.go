@@ -158,7 +158,8 @@ func decodePlainBody(body []byte) *request {
 // decoding one (encoding/json, a few microseconds) was the larger part of reading a light
 // request. A body of another kind, or longer than maxKeptBody, is decoded each time. At most
 // keptBodies entries of at most twice maxKeptBody bytes each (the body and its query): under
-// 5 MiB, whatever the callers send.
+// 5 MiB an endpoint, whatever the callers send. A caller sending ever new bodies only evicts
+// others' (which are then decoded again), at one lookup and one insertion a request.
 type plainBodies struct {
 	kept *lru.Cache[string, plainRequest]
 }
