@@ -20,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/emsanalytics/emsquery/platform/apierr"
 )
@@ -277,16 +278,23 @@ func keepUnlessStaleFallback(conn *pgx.Conn) bool {
 // in next finds it idle in the pool; a second Release does nothing.
 type lease struct {
 	conn *pgxpool.Conn
-	done func()
+	// What Release gives back besides the connection: the gate's place for key, and the
+	// request's slot (nil: none was taken). Fields, not a closure: acquire runs for every
+	// statement.
+	gate     *fairGate
+	key      string
+	slot     *semaphore.Weighted
+	released bool
 }
 
 func (l *lease) Release() {
-	if l.done == nil {
+	if l.released {
 		return
 	}
+	l.released = true
 	l.conn.Release()
-	l.done()
-	l.done = nil
+	l.gate.leave(l.key)
+	releaseSlot(l.slot)
 }
 
 // acquire waits for a slot of the request's own (WithRequestLimit), then at most
@@ -302,7 +310,7 @@ func (db *DB) acquire(ctx context.Context) (*lease, error) {
 	if db.reach.failFast() {
 		return nil, apierr.Unavailable(errUnreachable)
 	}
-	releaseSlot, err := requestSlot(ctx)
+	slot, err := requestSlot(ctx)
 	if err != nil {
 		return nil, ClassifyContext(ctx, fmt.Errorf("wait for the request's turn: %w", err))
 	}
@@ -323,7 +331,7 @@ func (db *DB) acquire(ctx context.Context) (*lease, error) {
 	timedOut := err != nil && ctx.Err() == nil && errors.Is(actx.Err(), context.DeadlineExceeded)
 	db.metrics.acquired(ctx, start, timedOut)
 	if err != nil {
-		releaseSlot()
+		releaseSlot(slot)
 		if ctx.Err() != nil {
 			// The caller's deadline passed first: as ambiguous as DATABASE__POOL_TIMEOUT.
 			db.reach.failed(err, errors.Is(ctx.Err(), context.DeadlineExceeded))
@@ -333,7 +341,7 @@ func (db *DB) acquire(ctx context.Context) (*lease, error) {
 		return nil, apierr.Unavailable(fmt.Errorf("acquire connection: %w", err))
 	}
 	db.reach.succeeded()
-	return &lease{conn: conn, done: func() { db.gate.leave(key); releaseSlot() }}, nil
+	return &lease{conn: conn, gate: db.gate, key: key, slot: slot}, nil
 }
 
 // classify is ClassifyContext with this pool's settings: a statement timeout's message names

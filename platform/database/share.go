@@ -39,17 +39,24 @@ func WithRequestLimit(ctx context.Context, n int) context.Context {
 	return context.WithValue(ctx, requestLimitKey{}, semaphore.NewWeighted(int64(n)))
 }
 
-// requestSlot waits for a slot of ctx's request limit, if it has one, and returns what gives it
-// back.
-func requestSlot(ctx context.Context) (release func(), err error) {
+// requestSlot waits for a slot of ctx's request limit, if it has one, and returns the limit
+// (nil: none), which releaseSlot gives the slot back to.
+func requestSlot(ctx context.Context) (*semaphore.Weighted, error) {
 	sem, _ := ctx.Value(requestLimitKey{}).(*semaphore.Weighted)
 	if sem == nil {
-		return func() {}, nil
+		return nil, nil
 	}
 	if err := sem.Acquire(ctx, 1); err != nil {
 		return nil, err
 	}
-	return func() { sem.Release(1) }, nil
+	return sem, nil
+}
+
+// releaseSlot gives back a slot that requestSlot took (nil: none).
+func releaseSlot(sem *semaphore.Weighted) {
+	if sem != nil {
+		sem.Release(1)
+	}
 }
 
 // fairGate hands out capacity places (the pool's connections) to keys. A place is taken at once

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/99designs/gqlgen/graphql"
+	"github.com/vektah/gqlparser/v2/ast"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	semconv "go.opentelemetry.io/otel/semconv/v1.37.0"
@@ -48,24 +49,31 @@ func (operationTrace) Validate(graphql.ExecutableSchema) error { return nil }
 // starts when gqlgen's handler took the request (graphql.GetStartTime), parsing included.
 func (o operationTrace) InterceptResponse(ctx context.Context, next graphql.ResponseHandler) *graphql.Response {
 	name := "GraphQL Operation" // the conventions' name when the operation is not known
-	var attrs []attribute.KeyValue
+	var op *ast.OperationDefinition
 	if graphql.HasOperationContext(ctx) {
-		if op := graphql.GetOperationContext(ctx).Operation; op != nil {
-			opName := op.Name
-			if len(opName) > maxOperationNameLength {
-				opName = opName[:maxOperationNameLength]
-			}
-			name = string(op.Operation)
-			if opName != "" {
-				name += " " + opName
-			}
-			attrs = append(attrs,
-				semconv.GraphQLOperationTypeKey.String(string(op.Operation)),
-				semconv.GraphQLOperationName(opName),
-				attribute.String("graphql.root_field", rootFields(op.SelectionSet)))
+		op = graphql.GetOperationContext(ctx).Operation
+	}
+	opName := ""
+	if op != nil {
+		opName = op.Name
+		if len(opName) > maxOperationNameLength {
+			opName = opName[:maxOperationNameLength]
+		}
+		name = string(op.Operation)
+		if opName != "" {
+			name += " " + opName
 		}
 	}
-	ctx, span := o.tracer.Start(ctx, name, trace.WithTimestamp(graphql.GetStartTime(ctx)), trace.WithAttributes(attrs...))
+	ctx, span := o.tracer.Start(ctx, name, trace.WithTimestamp(graphql.GetStartTime(ctx)))
+	// The attributes only for a span that records them (traces off: none does); no sampler the
+	// service offers (OTEL_TRACES_SAMPLER) looks at attributes, so they need not be there at
+	// the start.
+	if op != nil && span.IsRecording() {
+		span.SetAttributes(
+			semconv.GraphQLOperationTypeKey.String(string(op.Operation)),
+			semconv.GraphQLOperationName(opName),
+			attribute.String("graphql.root_field", rootFields(op.SelectionSet)))
+	}
 	defer span.End()
 	resp := next(ctx)
 	if resp != nil && len(resp.Errors) > 0 {
