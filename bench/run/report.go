@@ -352,7 +352,7 @@ func renderFloor(p func(string, ...any), s *dataSet, rows []row, explain bool) b
 		}
 		if !head && explain {
 			p("The light lines at c=%d against **a bare server** (`bench/run/floor.go`: fasthttp and a pgx pool configured as the service's, "+
-				"running the captured SQL and writing the rows' bytes, no GraphQL, JSON, key, log or metrics), measured as a fourth side of the same rounds "+
+				"running the captured SQL under its own context and writing the rows' bytes, no GraphQL, JSON, key, log or metrics), measured as a fourth side of the same rounds "+
 				"(at least %d, its slice next to the service's, before it in every other round, each slice after %v of the same requests unmeasured): "+
 				"its ×hand is the most any HTTP service in front of this database scores on this machine.\n\n", lightConc, floorRounds, sliceWarmUp)
 			p("**Service ÷ bare, median** is the median over the rounds of the service's rate ÷ the bare server's in the same round "+
