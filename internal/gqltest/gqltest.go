@@ -473,19 +473,83 @@ func (f RealSeries) RecordSeries(ctx context.Context, startDate, endDate string,
 // The EMS performance measures' fields: the tests that use these fakes do not ask them.
 
 func (f *FakePublic) IntervalStats(context.Context, string, string, measures.TimePoint, measures.TimePoint, []string, *stats.TimeBucket, []float64, *measures.FractileMethod, []float64, *float64, *float64, *int, *bool, []*records.Filter) ([]*measures.IntervalStats, error) {
-	return nil, errors.New("not asked")
+	if f.Err != nil {
+		return nil, f.Err
+	}
+	var out []*measures.IntervalStats
+	for i, t := range OddTexts {
+		x := &measures.IntervalStats{Bucket: Ptr(t), Group: []stats.GroupValue{{Column: "station", Value: Ptr(t)}, {Column: "urgency"}},
+			Fractiles: oddPercentiles(i), Suppressed: i%4 == 3}
+		if i%4 != 3 {
+			x.Count, x.Measured, x.Excluded = Ptr(int64(i*7)), Ptr(int64(i*5)), Ptr(int64(i*2))
+			x.Min, x.Max, x.Avg = Ptr(OddFloats[i%len(OddFloats)]), Ptr(OddFloats[(i+3)%len(OddFloats)]), Ptr(OddFloats[(i+5)%len(OddFloats)])
+			x.Compliance = []measures.Compliance{{Target: OddFloats[(i+1)%len(OddFloats)], Within: Ptr(int64(i)), Share: Ptr(OddFloats[(i+2)%len(OddFloats)]),
+				CiLow: Ptr(0.25), CiHigh: Ptr(1.0 / 3)}, {Target: 480, Suppressed: true}}
+		}
+		if i%3 == 0 {
+			x.Bucket, x.Group = nil, nil
+		}
+		out = append(out, x)
+	}
+	return out, nil
+}
+
+// oddPercentiles are percentiles with odd values, and none for every fifth i.
+func oddPercentiles(i int) []stats.Percentile {
+	if i%5 == 4 {
+		return nil
+	}
+	return []stats.Percentile{{P: 0.5, Value: Ptr(OddFloats[i%len(OddFloats)])}, {P: 0.9}, {P: 1.0 / 3, Value: Ptr(OddFloats[(i+7)%len(OddFloats)])}}
 }
 
 func (f *FakePublic) DemandGrid(context.Context, string, string, []float64, *int, *bool, []*records.Filter) (*measures.DemandGrid, error) {
-	return nil, errors.New("not asked")
+	if f.Err != nil {
+		return nil, f.Err
+	}
+	g := &measures.DemandGrid{Hours: 8760, Total: Ptr(int64(123456))}
+	for i := range 168 {
+		c := &measures.DemandCell{DayOfWeek: int32(i/24 + 1), HourOfDay: int32(i % 24), Hours: 52, Percentiles: oddPercentiles(i), Suppressed: i%9 == 8}
+		if i%9 != 8 {
+			c.Count, c.MeanPerHour, c.MaxPerHour = Ptr(int64(i)), Ptr(OddFloats[i%len(OddFloats)]), Ptr(int64(i%13))
+		}
+		g.Cells = append(g.Cells, c)
+	}
+	return g, nil
 }
 
 func (f *FakePublic) PeriodComparison(context.Context, string, string, *measures.ComparePeriod, *string, *measures.TimePoint, *measures.TimePoint, *float64, *float64, *float64, *int, *bool, []*records.Filter) (*measures.PeriodComparison, error) {
-	return nil, errors.New("not asked")
+	if f.Err != nil {
+		return nil, f.Err
+	}
+	pc := &measures.PeriodComparison{CurrentStart: "2025-01-01", CurrentEnd: "2025-12-31", PreviousStart: "2024-01-01", PreviousEnd: "2024-12-31"}
+	for i, t := range OddTexts {
+		r := &measures.PeriodRow{Column: Ptr("station"), Value: Ptr(t),
+			Current:  &measures.PeriodFigures{Count: Ptr(int64(i)), Measured: Ptr(int64(i)), Fractile: Ptr(OddFloats[i%len(OddFloats)]), Share: Ptr(0.1)},
+			Previous: &measures.PeriodFigures{Suppressed: true}}
+		if i%2 == 0 {
+			r.Change, r.ChangeRatio = Ptr(int64(-i)), Ptr(OddFloats[(i+4)%len(OddFloats)])
+		}
+		if i%3 == 0 {
+			r.Column, r.Value, r.Previous = nil, nil, nil
+		}
+		pc.Rows = append(pc.Rows, r)
+	}
+	return pc, nil
 }
 
 func (f *FakePublic) UnitHourUtilization(context.Context, string, string, *bool) ([]*measures.UnitHours, error) {
-	return nil, errors.New("not asked")
+	if f.Err != nil {
+		return nil, f.Err
+	}
+	var out []*measures.UnitHours
+	for i := range len(OddFloats) {
+		u := &measures.UnitHours{UnitHours: OddFloats[i], Responses: int64(i * 3), Transports: int64(i)}
+		if i%2 == 1 {
+			u.ResourceID, u.Uhu = Ptr(int32(i)), Ptr(OddFloats[(i+6)%len(OddFloats)])
+		}
+		out = append(out, u)
+	}
+	return out, nil
 }
 
 func (FakeLookups) TimePoints(context.Context) ([]*measures.TimePointSource, error) {

@@ -19,6 +19,10 @@ type DemandGrid struct {
 	Cells []*DemandCell `json:"cells"`
 }
 
+// PlainJSON declares DemandGrid written to JSON by the GraphQL path itself (gqljson.Plain): its
+// fields are json-tagged built-in scalars and plain types, without resolvers.
+func (DemandGrid) PlainJSON() {}
+
 // DemandCell is one hour of the week.
 type DemandCell struct {
 	DayOfWeek   int32              `json:"day_of_week"`
@@ -30,6 +34,10 @@ type DemandCell struct {
 	Percentiles []stats.Percentile `json:"percentiles"`
 	Suppressed  bool               `json:"suppressed"`
 }
+
+// PlainJSON declares DemandCell written to JSON by the GraphQL path itself (gqljson.Plain): its
+// fields are json-tagged built-in scalars and plain types, without resolvers.
+func (DemandCell) PlainJSON() {}
 
 // The statement of demand_grid: the hour instances of the range (generate_series over
 // timestamps without time zone: wall-clock hours, so a daylight-saving night changes nothing),

@@ -31,6 +31,10 @@ type IntervalStats struct {
 	Suppressed bool               `json:"suppressed"`
 }
 
+// PlainJSON declares IntervalStats written to JSON by the GraphQL path itself (gqljson.Plain): its
+// fields are json-tagged built-in scalars and plain types, without resolvers.
+func (IntervalStats) PlainJSON() {}
+
 // Compliance is the share of the measured intervals within one target, with its Wilson score
 // interval (contract 6.12.2).
 type Compliance struct {
@@ -41,6 +45,10 @@ type Compliance struct {
 	CiHigh     *float64 `json:"ci_high"`
 	Suppressed bool     `json:"suppressed"`
 }
+
+// PlainJSON declares Compliance written to JSON by the GraphQL path itself (gqljson.Plain): its
+// fields are json-tagged built-in scalars and plain types, without resolvers.
+func (Compliance) PlainJSON() {}
 
 // FractileMethod is the GraphQL enum FractileMethod.
 type FractileMethod string

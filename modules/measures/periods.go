@@ -49,6 +49,10 @@ type PeriodComparison struct {
 	Rows          []*PeriodRow `json:"rows"`
 }
 
+// PlainJSON declares PeriodComparison written to JSON by the GraphQL path itself (gqljson.Plain): its
+// fields are json-tagged built-in scalars and plain types, without resolvers.
+func (PeriodComparison) PlainJSON() {}
+
 // PeriodRow is one group_by value's figures in both periods.
 type PeriodRow struct {
 	Column      *string        `json:"column"`
@@ -59,6 +63,10 @@ type PeriodRow struct {
 	ChangeRatio *float64       `json:"change_ratio"`
 }
 
+// PlainJSON declares PeriodRow written to JSON by the GraphQL path itself (gqljson.Plain): its
+// fields are json-tagged built-in scalars and plain types, without resolvers.
+func (PeriodRow) PlainJSON() {}
+
 // PeriodFigures are one period's figures.
 type PeriodFigures struct {
 	Count      *int64   `json:"count"`
@@ -67,6 +75,10 @@ type PeriodFigures struct {
 	Share      *float64 `json:"share"`
 	Suppressed bool     `json:"suppressed"`
 }
+
+// PlainJSON declares PeriodFigures written to JSON by the GraphQL path itself (gqljson.Plain): its
+// fields are json-tagged built-in scalars and plain types, without resolvers.
+func (PeriodFigures) PlainJSON() {}
 
 // PeriodRequest is period_comparison's arguments.
 type PeriodRequest struct {

@@ -18,6 +18,10 @@ type UnitHours struct {
 	Uhu        *float64 `json:"uhu"`
 }
 
+// PlainJSON declares UnitHours written to JSON by the GraphQL path itself (gqljson.Plain): its
+// fields are json-tagged built-in scalars and plain types, without resolvers.
+func (UnitHours) PlainJSON() {}
+
 // The statements of unit_hour_utilization. A shift's hours inside the range are those of
 // [shift_start, shift_end) inside [start_date, end_date + 1 day): the shifts that overlap it,
 // clipped to it. The records are those of the range, as every field selects them.
