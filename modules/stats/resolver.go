@@ -14,6 +14,10 @@ type RecordsCount struct {
 	Count int64 `json:"count"`
 }
 
+// PlainJSON declares RecordsCount written to JSON by the GraphQL path itself (gqljson.Plain):
+// its field is a json-tagged built-in scalar.
+func (RecordsCount) PlainJSON() {}
+
 // DistinctValue is one entry of distinct_values: a value of a column, as the database's text
 // form of it (nil for NULL).
 type DistinctValue struct {
