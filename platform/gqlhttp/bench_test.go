@@ -8,11 +8,13 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"net/http/httputil"
 	"os"
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -31,6 +33,7 @@ import (
 	"github.com/emsanalytics/emsquery/platform/database"
 	"github.com/emsanalytics/emsquery/platform/gqlfield"
 	"github.com/emsanalytics/emsquery/platform/gqlhttp"
+	"github.com/emsanalytics/emsquery/platform/jsonscalar"
 	"github.com/emsanalytics/emsquery/platform/keyset"
 	"github.com/emsanalytics/emsquery/platform/requestbody"
 	"github.com/emsanalytics/emsquery/platform/serverconn"
@@ -249,6 +252,94 @@ FROM dim_station s
 LEFT JOIN dim_resource r ON r.station_id = s.station_id
 GROUP BY s.station_id
 ORDER BY s.station_id`)
+}
+
+// BenchmarkGraphQLPathStationResourcesPlain is the rung between BenchmarkGraphQLPathStationResources
+// and its bare baseline: the same question answered by a plain Fiber route on an app configured
+// as the server's, through the service's own database layer and the resources module's
+// repository (the statement, its decoding, the pool's gate and limits), its JSON written by hand
+// and checked equal, byte for byte, to the GraphQL path's answer. What it costs beyond the bare
+// server is Fiber, the database layer and the JSON; what the GraphQL path costs beyond it is the
+// endpoint, gqlgen's executor and the direct JSON path.
+func BenchmarkGraphQLPathStationResourcesPlain(b *testing.B) {
+	fixture := lightFixture(b)
+	repo := resources.NewRepository(dbtest.Open(b, fixture))
+	graphQL := benchServer(b, &gqlpublic.Config{Resolvers: gqltest.RealResources{FakePublic: &gqltest.FakePublic{}, R: resources.NewResolver(repo, 1000)}})
+	f := fiber.New(fiber.Config{DisableStartupMessage: true, WriteBufferSize: writeBufferSize, StreamRequestBody: true, DisablePreParseMultipartForm: true})
+	requestbody.StreamBodies(f, func(*fasthttp.RequestHeader) bool { return true })
+	var outs sync.Pool // the answers' buffers, reused: c.Send copies the answer
+	f.Post("/graphql", func(c *fiber.Ctx) error {
+		body, err := requestbody.ReadBody(c)
+		if err != nil {
+			return err
+		}
+		body.Release() // one question only: its bytes are not looked at
+		buf, _ := outs.Get().(*[]byte)
+		if buf == nil {
+			buf = new([]byte)
+		}
+		defer outs.Put(buf)
+		out := append((*buf)[:0], `{"data":{"station_resources":[`...)
+		first := true
+		_, err = repo.EachStationResources(c.UserContext(), func(st *resources.StationResources) bool {
+			if !first {
+				out = append(out, ',')
+			}
+			first = false
+			out = append(out, `{"station_id":`...)
+			out = strconv.AppendInt(out, int64(st.StationID), 10)
+			out = append(out, `,"station_name":`...)
+			out = jsonscalar.AppendString(out, st.StationName)
+			out = append(out, `,"resources":[`...)
+			for i, r := range st.Resources {
+				if i > 0 {
+					out = append(out, ',')
+				}
+				out = append(out, `{"resource_id":`...)
+				out = strconv.AppendInt(out, int64(r.ResourceID), 10)
+				out = append(out, '}')
+			}
+			out = append(out, "]}"...)
+			return true
+		})
+		if err != nil {
+			return err
+		}
+		*buf = append(out, "]}}"...)
+		c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
+		return c.Send(*buf)
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	go func() { _ = f.Listener(serverconn.Lingering(ln, time.Minute)) }()
+	b.Cleanup(func() { _ = f.Shutdown() })
+	plain := "http://" + ln.Addr().String() + "/graphql"
+	const query = `{ station_resources { station_id station_name resources { resource_id } } }`
+	if want, got := answerOf(b, graphQL, query), answerOf(b, plain, query); !bytes.Equal(got, want) {
+		b.Fatalf("the plain route answers\n%s\nthe GraphQL path\n%s", got, want)
+	}
+	benchAsk(b, plain, query, `{"data":{"station_resources":[{"station_id":1,`, 1)
+}
+
+// answerOf is the whole body of the answer to query at url.
+func answerOf(b *testing.B, url, query string) []byte {
+	b.Helper()
+	c := newBenchClient(b, url, query)
+	if _, err := c.conn.Write(c.req); err != nil {
+		b.Fatal(err)
+	}
+	resp, err := http.ReadResponse(c.r, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		b.Fatalf("status %d: %v", resp.StatusCode, err)
+	}
+	return body
 }
 
 // benchBare asks a bare fasthttp server, on lightFixture's data, that answers every request
