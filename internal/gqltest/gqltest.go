@@ -210,7 +210,8 @@ func (FakeLookups) Municipalities(context.Context) ([]string, error) { return ni
 func (FakeLookups) OxygenRoutes(context.Context) ([]string, error)   { return []string{}, nil }
 func (FakeLookups) Genders(context.Context) ([]string, error)        { return []string{"female"}, nil }
 func (FakeLookups) Columns(context.Context) ([]*reports.QueryableColumn, error) {
-	return []*reports.QueryableColumn{{Name: "station", Type: "TEXT", Operators: records.FilterOperators()}}, nil
+	return []*reports.QueryableColumn{{Name: "station", Type: "TEXT", Operators: records.FilterOperators()},
+		{Name: "distance", Type: "NUMERIC", Operators: records.FilterOperators()[:2]}, {Name: "odd \u2028\"\\", Type: "BOOLEAN", Operators: []records.FilterOperator{}}}, nil
 }
 
 func PublicData(n int) *FakePublic {
@@ -553,5 +554,9 @@ func (f *FakePublic) UnitHourUtilization(context.Context, string, string, *bool)
 }
 
 func (FakeLookups) TimePoints(context.Context) ([]*measures.TimePointSource, error) {
-	return nil, errors.New("not asked")
+	out := []*measures.TimePointSource{{Name: "CALL", Available: true, Source: Ptr("fact_record.call_at")}, {Name: "FIRST_OXYGEN"}}
+	for _, s := range OddTexts {
+		out = append(out, &measures.TimePointSource{Name: "AT_PATIENT", Available: true, Source: Ptr(s)})
+	}
+	return out, nil
 }

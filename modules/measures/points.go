@@ -291,6 +291,10 @@ type TimePointSource struct {
 	Source    *string   `json:"source"`
 }
 
+// PlainJSON declares TimePointSource written to JSON by the GraphQL path itself (gqljson.Plain):
+// its fields are json-tagged built-in scalars and an enum with its own MarshalGQL.
+func (TimePointSource) PlainJSON() {}
+
 // TimePoints lists every point in timeline order with whether this database has it.
 func (s *Extensions) TimePoints(ctx context.Context) ([]*TimePointSource, error) {
 	f, err := s.get(ctx)

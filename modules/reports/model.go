@@ -87,6 +87,10 @@ type QueryableColumn struct {
 	Operators []records.FilterOperator `json:"operators"`
 }
 
+// PlainJSON declares QueryableColumn written to JSON by the GraphQL path itself (gqljson.Plain):
+// its fields are a json-tagged built-in scalar and enums with their own MarshalGQL.
+func (QueryableColumn) PlainJSON() {}
+
 // ColumnType is the GraphQL enum ColumnType: a records.ColumnType in upper case.
 type ColumnType string
 

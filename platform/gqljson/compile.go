@@ -15,8 +15,8 @@ import (
 
 // Plain is the method by which a module marks one of its Go types as written here: a struct
 // whose every GraphQL field is a struct field with the same json tag (gqlgen's struct_tag:
-// json), with no method or resolver of that name, holding built-in scalars, lists and other
-// Plain types. The method does nothing; its presence is the declaration, beside the type.
+// json), with no method or resolver of that name, holding built-in scalars, enums (Go types
+// with MarshalGQL), lists and other Plain types. The method does nothing; its presence is the declaration, beside the type.
 type Plain interface{ PlainJSON() }
 
 var plainType = reflect.TypeFor[Plain]()
@@ -200,8 +200,35 @@ func (c compiler) value(t *ast.Type, sel ast.SelectionSet, gt reflect.Type) (enc
 			return nil, false
 		}
 		return scalar(def.Name, gt.Kind())
+	case ast.Enum:
+		return enum(gt)
 	}
 	return nil, false
+}
+
+// enum is the encoder of an enum value. gqlgen's generated code hands the value itself on as
+// its graphql.Marshaler (every enum of the schemas is a Go type with MarshalGQL), so the value
+// is written by that method: its bytes are gqlgen's whatever the method writes.
+func enum(gt reflect.Type) (encoder, bool) {
+	if !gt.Implements(marshalerType) {
+		return nil, false
+	}
+	return func(b []byte, v reflect.Value) ([]byte, bool) {
+		if !v.CanInterface() {
+			return b, false
+		}
+		w := appender{b}
+		v.Interface().(graphql.Marshaler).MarshalGQL(&w)
+		return w.b, true
+	}, true
+}
+
+// appender is an io.Writer that appends to b.
+type appender struct{ b []byte }
+
+func (a *appender) Write(p []byte) (int, error) {
+	a.b = append(a.b, p...)
+	return len(p), nil
 }
 
 // scalar is the encoder of a built-in scalar, writing what gqlgen's Marshal functions write.

@@ -93,20 +93,30 @@ func TestDirectJSONReportsMatchGqlgen(t *testing.T) {
 	lookups := gqllookups.NewExecutableSchema(gqllookups.Config{Resolvers: gqltest.FakeLookups{}})
 	gqltest.CompareAnswers(t, lookups, []string{
 		`{ stations { station_id station_name } callsigns urgencies municipalities oxygen_routes genders columns { name type operators } }`,
+		`{ time_points { name available source __typename } columns { o: operators t: type } }`,
+		`{ time_points { source } c: columns { type name } }`,
 	})
 }
 
 // The fast path is taken: with direct JSON, gqlgen marshals no element of a list, nor the
 // fields of the objects in it.
 func TestDirectJSONIsUsed(t *testing.T) {
-	for _, c := range []struct{ query, object, want string }{
-		{`{ patients { sk_patient gender } }`, "Patient", `"sk_patient":-3`},
-		{`{ demand_grid(start_date: \"x\", end_date: \"y\") { total cells { count percentiles { value } } } }`, "DemandCell", `"total":123456`},
-		{`{ interval_stats(start_date: \"x\", end_date: \"y\", from: CALL, to: ARRIVED_ON_SCENE) { count compliance { share } } }`, "IntervalStats", `"count":7`},
-		{`{ period_comparison(start_date: \"x\", end_date: \"y\") { rows { current { count } } } }`, "PeriodRow", `"count":1`},
-		{`{ unit_hour_utilization(start_date: \"x\", end_date: \"y\") { uhu } }`, "UnitHours", `"uhu":`},
+	for _, c := range []struct {
+		query, object, want string
+		lookups             bool // asked of /lookups/graphql's schema
+	}{
+		{`{ patients { sk_patient gender } }`, "Patient", `"sk_patient":-3`, false},
+		{`{ demand_grid(start_date: \"x\", end_date: \"y\") { total cells { count percentiles { value } } } }`, "DemandCell", `"total":123456`, false},
+		{`{ interval_stats(start_date: \"x\", end_date: \"y\", from: CALL, to: ARRIVED_ON_SCENE) { count compliance { share } } }`, "IntervalStats", `"count":7`, false},
+		{`{ period_comparison(start_date: \"x\", end_date: \"y\") { rows { current { count } } } }`, "PeriodRow", `"count":1`, false},
+		{`{ unit_hour_utilization(start_date: \"x\", end_date: \"y\") { uhu } }`, "UnitHours", `"uhu":`, false},
+		{`{ time_points { name source } }`, "TimePointSource", `"name":"CALL"`, true},
+		{`{ columns { name type operators } }`, "QueryableColumn", `"type":"NUMERIC"`, true},
 	} {
-		es := gqlpublic.Executable(gqlpublic.Config{Resolvers: gqltest.PublicData(5)})
+		var es graphql.ExecutableSchema = gqlpublic.Executable(gqlpublic.Config{Resolvers: gqltest.PublicData(5)})
+		if c.lookups {
+			es = gqllookups.NewExecutableSchema(gqllookups.Config{Resolvers: gqltest.FakeLookups{}})
+		}
 		var marshaled int
 		o := gqltest.Options()
 		o.AroundFields = func(ctx context.Context, next graphql.Resolver) (any, error) {
