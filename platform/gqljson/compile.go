@@ -1,6 +1,7 @@
 package gqljson
 
 import (
+	"bytes"
 	"reflect"
 	"slices"
 	"strconv"
@@ -16,7 +17,8 @@ import (
 // Plain is the method by which a module marks one of its Go types as written here: a struct
 // whose every GraphQL field is a struct field with the same json tag (gqlgen's struct_tag:
 // json), with no method or resolver of that name, holding built-in scalars, enums (Go types
-// with MarshalGQL), lists and other Plain types. The method does nothing; its presence is the declaration, beside the type.
+// with MarshalGQL), lists and other Plain types. The method does nothing; its presence is the
+// declaration, beside the type.
 type Plain interface{ PlainJSON() }
 
 var plainType = reflect.TypeFor[Plain]()
@@ -217,18 +219,10 @@ func enum(gt reflect.Type) (encoder, bool) {
 		if !v.CanInterface() {
 			return b, false
 		}
-		w := appender{b}
-		v.Interface().(graphql.Marshaler).MarshalGQL(&w)
-		return w.b, true
+		w := bytes.NewBuffer(b) // appends to b
+		v.Interface().(graphql.Marshaler).MarshalGQL(w)
+		return w.Bytes(), true
 	}, true
-}
-
-// appender is an io.Writer that appends to b.
-type appender struct{ b []byte }
-
-func (a *appender) Write(p []byte) (int, error) {
-	a.b = append(a.b, p...)
-	return len(p), nil
 }
 
 // scalar is the encoder of a built-in scalar, writing what gqlgen's Marshal functions write.
